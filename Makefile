@@ -1,0 +1,88 @@
+# Mailmesh — every developer verb is a target here. `make help` lists them.
+# On a fresh machine `make run` and `make test` bootstrap everything they need, idempotently.
+
+SHELL        := /bin/bash
+.SHELLFLAGS  := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON_SYS   ?= python3
+VENV         := .venv
+PY           := $(VENV)/bin/python
+UV_VERSION   := 0.13.8
+STAMP_VENV   := $(VENV)/.stamp
+GEN          := gen/python
+PROTO_FILES  := $(shell find protos -name '*.proto' 2>/dev/null | sort)
+STAMP_PROTO  := $(GEN)/.stamp
+ARCHIVE      ?= sqlite
+PYTEST_ARGS  ?=
+
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: help
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*##"; printf "Mailmesh make targets:\n"} /^[a-zA-Z0-9_.-]+:.*##/ { printf "  \033[36m%-20s\033[0m %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+## ---------------------------------------------------------------- set-up
+$(STAMP_VENV): requirements.lock pyproject.toml
+	@test -x $(PY) || $(PYTHON_SYS) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check uv==$(UV_VERSION)
+	$(VENV)/bin/uv pip install -q --python $(PY) -r requirements.lock
+	@# Our import roots: shared libs, generated protos, and the repo root (for `services.*`).
+	@site=$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
+	  printf '%s\n' "$(CURDIR)/libs" "$(CURDIR)/$(GEN)" "$(CURDIR)" > "$$site/mailmesh.pth"
+	@touch $@
+
+.PHONY: venv
+venv: $(STAMP_VENV) ## Create the virtualenv and install pinned dependencies
+
+.PHONY: lock
+lock: $(STAMP_VENV) ## Re-resolve requirements.lock from pyproject.toml
+	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --python-version 3.11 -o requirements.lock -q
+
+$(STAMP_PROTO): $(STAMP_VENV) $(PROTO_FILES) tools/gen_protos.py
+	$(PY) tools/gen_protos.py --protos protos --out $(GEN)
+	@touch $@
+
+.PHONY: protos
+protos: $(STAMP_PROTO) ## Generate the gRPC/protobuf Python code (one place: gen/python)
+
+.PHONY: bootstrap
+bootstrap: $(STAMP_VENV) $(STAMP_PROTO) ## Everything `run` and `test` need on a fresh machine
+
+## ---------------------------------------------------------------- run
+.PHONY: run
+run: bootstrap ## Run the whole mesh as local processes (ARCHIVE=sqlite|cassandra); Ctrl-C stops it
+	$(PY) tools/run_mesh.py --archive $(ARCHIVE)
+
+## ---------------------------------------------------------------- checks
+.PHONY: test
+test: bootstrap lint ## Run every test tier (unit, integration, e2e, charts, spark)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+.PHONY: test-unit
+test-unit: bootstrap ## Unit tests only (no network beyond loopback port 0)
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+.PHONY: lint
+lint: bootstrap ## ruff, mypy --strict on our code, import-direction check
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy libs services tools tests bench
+	$(VENV)/bin/lint-imports
+
+.PHONY: fmt
+fmt: bootstrap ## Format and auto-fix
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+.PHONY: bench
+bench: bootstrap ## Benchmarks; results written to bench/results/*.json and summarised in README
+	$(PY) -m bench.run --out bench/results
+
+.PHONY: clean
+clean: ## Remove generated code and caches (keeps the virtualenv and downloads)
+	rm -rf $(GEN) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+.PHONY: distclean
+distclean: clean ## Remove everything the Makefile downloaded or built
+	rm -rf $(VENV) .cache
