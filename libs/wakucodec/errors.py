@@ -12,6 +12,7 @@ service) can catch one type and translate it (``raise X from err``)::
     ├── InvalidPayload        a Whisper message payload that does not parse (flags, size, padding)
     ├── DecryptionFailed      AES-GCM / ECIES opening failed (wrong key or tampered data)
     ├── InvalidSignature      a signature that is malformed or does not recover a key
+    ├── InvalidKey            a private key, public key or symmetric key that cannot be used
     ├── InvalidRequest        a mailserver history request in no known dialect, or out of bounds
     └── InvalidResponse       a 0x7f / 0x7d payload that does not parse
 """
@@ -60,6 +61,10 @@ class DecryptionFailed(CodecError):
 
 class InvalidSignature(CodecError):
     """A signature that is malformed or from which no public key can be recovered."""
+
+
+class InvalidKey(CodecError):
+    """A secp256k1 private/public key or an AES key that is malformed or not allowed for the operation."""
 
 
 class InvalidRequest(CodecError):
