@@ -49,6 +49,8 @@ protos: $(STAMP_PROTO) ## Generate the gRPC/protobuf Python code (one place: gen
 .PHONY: bootstrap
 bootstrap: $(STAMP_VENV) $(STAMP_PROTO) ## Everything `run` and `test` need on a fresh machine
 
+include mk/cassandra.mk
+
 ## ---------------------------------------------------------------- run
 .PHONY: run
 run: bootstrap ## Run the whole mesh as local processes (ARCHIVE=sqlite|cassandra); Ctrl-C stops it
@@ -56,8 +58,13 @@ run: bootstrap ## Run the whole mesh as local processes (ARCHIVE=sqlite|cassandr
 
 ## ---------------------------------------------------------------- checks
 .PHONY: test
-test: bootstrap lint ## Run every test tier (unit, integration, e2e, charts, spark)
-	$(PY) -m pytest $(PYTEST_ARGS)
+test: bootstrap lint cassandra-fetch ## Run every test tier (unit, integration, e2e, charts, spark) incl. real Cassandra
+	@# The real Cassandra node is part of the suite: start it (idempotent) and stop it again only if we started it.
+	@started=0; \
+	if ! $(PY) $(CASSANDRA_CTL) status >/dev/null 2>&1; then $(PY) $(CASSANDRA_CTL) start; started=1; fi; \
+	rc=0; $(PY) -m pytest $(PYTEST_ARGS) || rc=$$?; \
+	if [ $$started = 1 ]; then $(PY) $(CASSANDRA_CTL) stop; fi; \
+	exit $$rc
 
 .PHONY: test-unit
 test-unit: bootstrap ## Unit tests only (no network beyond loopback port 0)

@@ -1,0 +1,30 @@
+# Local single-node Apache Cassandra 5.0 from Maven Central jars (docs/cassandra.md).
+# Included by the top-level Makefile, which defines PY (the virtualenv's python) and STAMP_VENV.
+# Settings are CASSANDRA_* environment (or make command-line) variables, e.g.
+#   make cassandra-start CASSANDRA_NATIVE_PORT=19042 CASSANDRA_FRESH=1
+
+PY ?= .venv/bin/python
+CASSANDRA_CTL := tools/cassandra/ctl.py
+# Works whether this file is included before or after the Makefile defines STAMP_VENV.
+CASSANDRA_VENV_STAMP := $(or $(STAMP_VENV),.venv/.stamp)
+CASSANDRA_LOG_LINES ?= 100
+
+export CASSANDRA_HOST CASSANDRA_NATIVE_PORT CASSANDRA_STORAGE_PORT CASSANDRA_JMX_PORT CASSANDRA_HEAP
+export CASSANDRA_STATE_DIR CASSANDRA_START_TIMEOUT CASSANDRA_STOP_TIMEOUT CASSANDRA_JAVA CASSANDRA_EXTRA_JVM_OPTS
+
+.PHONY: cassandra-fetch cassandra-start cassandra-stop cassandra-status cassandra-logs
+
+cassandra-fetch: $(CASSANDRA_VENV_STAMP) ## Copy Cassandra 5.0 jars from Maven Central (~/.m2) into .cache/cassandra/lib (idempotent)
+	$(PY) $(CASSANDRA_CTL) fetch
+
+cassandra-start: $(CASSANDRA_VENV_STAMP) ## Start the local Cassandra on 127.0.0.1:9042 and wait for CQL (CASSANDRA_FRESH=1 wipes var/cassandra)
+	$(PY) $(CASSANDRA_CTL) start $(if $(filter 1 yes true,$(CASSANDRA_FRESH)),--fresh)
+
+cassandra-stop: $(CASSANDRA_VENV_STAMP) ## Stop the local Cassandra (SIGTERM, then SIGKILL after CASSANDRA_STOP_TIMEOUT s)
+	$(PY) $(CASSANDRA_CTL) stop
+
+cassandra-status: $(CASSANDRA_VENV_STAMP) ## Is the local Cassandra running and answering CQL? (exit 3 if not)
+	$(PY) $(CASSANDRA_CTL) status
+
+cassandra-logs: $(CASSANDRA_VENV_STAMP) ## Print the end of var/cassandra/logs/system.log (FOLLOW=1 to keep following)
+	$(PY) $(CASSANDRA_CTL) logs -n $(CASSANDRA_LOG_LINES) $(if $(filter 1 yes true,$(FOLLOW)),--follow)
