@@ -1,0 +1,309 @@
+"""Service configuration from environment variables, declared once as a frozen dataclass.
+
+This module is the only place in Mailmesh that reads ``os.environ``. A service declares its
+settings as fields whose metadata names the variable, its parser, its default and a doc string
+with units::
+
+    @dataclass(frozen=True, kw_only=True)
+    class Config(FromEnv):
+        runtime: RuntimeConfig = runtime_settings("ARCHIVE", service_name="archive",
+                                                  grpc_port=50053, metrics_port=9153)
+        backend: str = setting("ARCHIVE_BACKEND", parse_choice("sqlite", "cassandra"),
+                               default="sqlite", doc="Storage backend.")
+
+    cfg = Config.from_env()      # or load_config(Config, environ)
+
+:func:`load_config` checks every variable before failing, so one start-up shows every mistake
+in a single :class:`ConfigError`; :func:`describe` lists (env, default, doc) for READMEs.
+Defaults are written as the string one would put in the environment and go through the same
+parser, so a default can never bypass validation and the README shows exactly what to type.
+
+Env names may contain ``{prefix}``; a nested config (:func:`nested`) fills it in, which is how
+:class:`RuntimeConfig` becomes ``ARCHIVE_GRPC_PORT`` in one service and ``INGEST_GRPC_PORT`` in
+another. Avoid names of the form ``<SERVICE>_PORT`` or ``<SERVICE>_SERVICE_HOST``: Kubernetes
+injects those for every Service in the namespace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Self, TypeVar, cast
+
+from meshcore.parsers import (
+    Parser,
+    parse_choice,
+    parse_duration,
+    parse_int,
+    parse_str,
+    parse_url,
+)
+
+__all__ = [
+    "ConfigError",
+    "FromEnv",
+    "RuntimeConfig",
+    "SettingDoc",
+    "describe",
+    "describe_markdown",
+    "load_config",
+    "nested",
+    "runtime_settings",
+    "setting",
+]
+
+T = TypeVar("T")
+C = TypeVar("C")
+
+_SETTING = "meshcore.setting"
+_NESTED = "meshcore.nested"
+_PREFIX = "{prefix}"
+
+
+class ConfigError(Exception):
+    """One or more environment variables are missing or invalid; ``problems`` lists them all."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems: tuple[str, ...] = tuple(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"{len(self.problems)} configuration problem(s):\n{lines}")
+
+
+class SettingDoc(NamedTuple):
+    """One documented variable: its name, default as typed in the environment (None = required), doc."""
+
+    env: str
+    default: str | None
+    doc: str
+
+
+@dataclass(frozen=True)
+class _Setting:
+    env: str
+    parser: Parser[object]
+    default: str | None
+    doc: str
+    secret: bool
+
+
+@dataclass(frozen=True)
+class _Nested:
+    cls: type[Any]
+    prefix: str
+    defaults: Mapping[str, str]
+
+
+def setting(env: str, parser: Parser[T], *, default: str | None = None, doc: str, secret: bool = False) -> T:
+    """Declare a dataclass field read from ``env`` with ``parser``.
+
+    ``default`` is the raw string used when the variable is unset (None makes it required);
+    ``doc`` says what it is, with units. ``secret`` keeps the value out of error messages and
+    :func:`describe`. Use ``@dataclass(frozen=True, kw_only=True)`` so required and defaulted
+    fields can be declared in any order.
+    """
+    meta = {_SETTING: _Setting(env, cast(Parser[object], parser), default, doc, secret)}
+    if default is None:
+        return cast(T, dataclasses.field(metadata=meta))
+    # Parsed now, at class definition, so a bad default fails at import instead of in production.
+    return dataclasses.field(default=parser(default), metadata=meta)
+
+
+def nested(cls: type[C], *, prefix: str, defaults: Mapping[str, str] | None = None) -> C:
+    """Embed config class ``cls`` with ``{prefix}`` in its env names replaced by ``prefix``.
+
+    ``defaults`` overrides field defaults by field name (as raw strings), which is how each
+    service gives :class:`RuntimeConfig` its own ports.
+    """
+    overrides = dict(defaults or {})
+    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no settings named {', '.join(unknown)}")
+    meta = {_NESTED: _Nested(cls, prefix, overrides)}
+    try:
+        instance = _load(cls, {}, prefix, overrides)
+    except ConfigError:
+        return cast(C, dataclasses.field(metadata=meta))  # something is required: no default
+    return dataclasses.field(default=instance, metadata=meta)
+
+
+def _env_name(template: str, prefix: str, cls: type[Any]) -> str:
+    if _PREFIX in template and not prefix:
+        raise TypeError(f"{cls.__name__}: {template} needs a prefix; embed it with nested() or pass prefix=")
+    return template.replace(_PREFIX, prefix)
+
+
+def _collect(
+    cls: type[Any], environ: Mapping[str, str], prefix: str, overrides: Mapping[str, str], problems: list[str]
+) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if _NESTED in f.metadata:
+            sub: _Nested = f.metadata[_NESTED]
+            values[f.name] = _collect(sub.cls, environ, sub.prefix, sub.defaults, problems)
+            continue
+        spec: _Setting | None = f.metadata.get(_SETTING)
+        if spec is None:
+            raise TypeError(f"{cls.__name__}.{f.name} is not declared with setting() or nested()")
+        env = _env_name(spec.env, prefix, cls)
+        raw = environ.get(env)
+        if raw is None:
+            raw = overrides.get(f.name, spec.default)
+            if raw is None:
+                problems.append(f"{env}: required but not set ({spec.doc})")
+                continue
+        try:
+            values[f.name] = spec.parser(raw)
+        except ValueError as err:
+            shown = "<secret>" if spec.secret else repr(raw)
+            problems.append(f"{env}={shown}: {err}")
+    return values
+
+
+def _build(cls: type[C], values: dict[str, Any]) -> C:
+    kwargs = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        value = values[f.name]
+        kwargs[f.name] = _build(f.metadata[_NESTED].cls, value) if _NESTED in f.metadata else value
+    return cls(**kwargs)
+
+
+def _load(cls: type[C], environ: Mapping[str, str], prefix: str, overrides: Mapping[str, str]) -> C:
+    problems: list[str] = []
+    values = _collect(cls, environ, prefix, overrides, problems)
+    if problems:
+        raise ConfigError(problems)
+    try:
+        return _build(cls, values)
+    except ValueError as err:
+        # Cross-field checks live in __post_init__ and raise ValueError; report them the same way.
+        raise ConfigError([f"{cls.__name__}: {err}"]) from err
+
+
+def load_config(cls: type[C], environ: Mapping[str, str] | None = None, *, prefix: str = "") -> C:
+    """Build ``cls`` from ``environ`` (default: the process environment).
+
+    Raises :class:`ConfigError` naming every missing or invalid variable at once.
+    """
+    return _load(cls, os.environ if environ is None else environ, prefix, {})
+
+
+def describe(cls: type[Any], *, prefix: str = "") -> list[SettingDoc]:
+    """List every variable ``cls`` reads, in declaration order, with its default and doc."""
+    return _describe(cls, prefix, {})
+
+
+def _describe(cls: type[Any], prefix: str, overrides: Mapping[str, str]) -> list[SettingDoc]:
+    rows: list[SettingDoc] = []
+    for f in dataclasses.fields(cls):
+        if _NESTED in f.metadata:
+            sub: _Nested = f.metadata[_NESTED]
+            rows.extend(_describe(sub.cls, sub.prefix, sub.defaults))
+            continue
+        spec: _Setting = f.metadata[_SETTING]
+        default = overrides.get(f.name, spec.default)
+        if spec.secret and default:
+            default = "<secret>"
+        rows.append(SettingDoc(_env_name(spec.env, prefix, cls), default, spec.doc))
+    return rows
+
+
+def describe_markdown(cls: type[Any], *, prefix: str = "") -> str:
+    """Render :func:`describe` as a Markdown table for a service README."""
+    lines = ["| Variable | Default | Meaning |", "|---|---|---|"]
+    for row in describe(cls, prefix=prefix):
+        default = "*(required)*" if row.default is None else f"`{row.default}`" if row.default else '`""`'
+        doc = row.doc.replace("|", r"\|")  # a pipe would end the table cell
+        lines.append(f"| `{row.env}` | {default} | {doc} |")
+    return "\n".join(lines)
+
+
+class FromEnv:
+    """Mixin giving a config dataclass ``Config.from_env()`` (house style's spelling of load_config)."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
+        """Load this config class from ``environ`` (default: the process environment)."""
+        return load_config(cls, environ)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuntimeConfig:
+    """What every service needs to run: listen address, metrics, logging, tracing, shutdown.
+
+    Embed it with :func:`runtime_settings`; per-service names carry the service's prefix, the
+    log and tracing variables are shared by the whole mesh.
+    """
+
+    service_name: str = setting(
+        "{prefix}_SERVICE_NAME",
+        parse_str(allow_empty=False),
+        default="mailmesh",
+        doc="Service name in logs, traces (service.name) and metrics.",
+    )
+    grpc_host: str = setting(
+        "{prefix}_GRPC_HOST",
+        parse_str(allow_empty=False),
+        default="0.0.0.0",
+        doc="Address the gRPC and metrics servers listen on.",
+    )
+    grpc_port: int = setting(
+        "{prefix}_GRPC_PORT", parse_int(0, 65535), default="50051", doc="gRPC port; 0 picks a free port."
+    )
+    metrics_port: int = setting(
+        "{prefix}_METRICS_PORT",
+        parse_int(-1, 65535),
+        default="9090",
+        doc="Prometheus /metrics port; 0 picks a free port, -1 disables it.",
+    )
+    max_message_bytes: int = setting(
+        "{prefix}_GRPC_MAX_MESSAGE_BYTES",
+        parse_int(1024, 2**31 - 1),
+        default=str(16 * 1024 * 1024),
+        doc="Largest gRPC message accepted or sent, in bytes (both directions).",
+    )
+    max_concurrent_rpcs: int = setting(
+        "{prefix}_GRPC_MAX_CONCURRENT_RPCS",
+        parse_int(0),
+        default="0",
+        doc="RPCs handled at once before new ones get RESOURCE_EXHAUSTED; 0 = unlimited.",
+    )
+    shutdown_grace_s: float = setting(
+        "{prefix}_SHUTDOWN_GRACE_SECONDS",
+        parse_duration(0, 600),
+        default="10",
+        doc="Seconds in-flight RPCs get to finish on SIGTERM (keep below the pod's termination grace).",
+    )
+    log_level: str = setting(
+        "MAILMESH_LOG_LEVEL",
+        parse_choice("DEBUG", "INFO", "WARNING", "ERROR"),
+        default="INFO",
+        doc="Lowest log level written.",
+    )
+    log_format: str = setting(
+        "MAILMESH_LOG_FORMAT",
+        parse_choice("json", "text"),
+        default="json",
+        doc="json (one object per line) or text.",
+    )
+    otlp_endpoint: str = setting(
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        parse_url(allow_empty=True),
+        default="",
+        doc="OTLP/gRPC collector URL (http://host:4317 for plaintext); empty = no trace export.",
+    )
+
+
+def runtime_settings(prefix: str, *, service_name: str, grpc_port: int, metrics_port: int) -> RuntimeConfig:
+    """Embed a :class:`RuntimeConfig` for one service: its env prefix, name and default ports."""
+    return nested(
+        RuntimeConfig,
+        prefix=prefix,
+        defaults={
+            "service_name": service_name,
+            "grpc_port": str(grpc_port),
+            "metrics_port": str(metrics_port),
+        },
+    )

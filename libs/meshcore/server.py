@@ -1,0 +1,296 @@
+"""Server bootstrap: one call builds a gRPC server with everything a Mailmesh service needs.
+
+:func:`build_server` creates the ``grpc.aio`` server with the shared interceptors (tracing,
+metrics, error mapping), the stock ``grpc.health.v1`` servicer, server reflection, message-size
+limits, and binds the port (0 allowed). :class:`MeshServer` then runs it: ``start()``,
+``stop()`` with a graceful sequence, and ``serve_forever()`` which stops on SIGTERM or SIGINT.
+:func:`run_service` is the ``__main__`` entry: exit 0 after a clean stop, 2 on bad config.
+
+The graceful sequence, in order (house-style "A service"; infra.md §7 "Graceful shutdown"):
+
+1. health goes NOT_SERVING for every service, so readiness probes fail and traffic drains;
+2. shutdown hooks run (stop intake: close listeners, stop background loops);
+3. ``server.stop(grace)``: new RPCs are refused, in-flight ones get ``grace`` seconds;
+4. after-drain hooks run (flush buffers and close stores once no handler can touch them);
+5. the metrics endpoint closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, NoReturn, Self, TypeVar
+
+import grpc
+import grpc.aio
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client import REGISTRY, CollectorRegistry
+
+from meshcore.config import ConfigError, RuntimeConfig
+from meshcore.interceptors import ErrorInterceptor, ServerMetricsInterceptor
+from meshcore.logging import setup_logging
+from meshcore.metrics import MetricsHttpServer, ServerMetrics
+from meshcore.tracing import server_tracing_interceptor, setup_tracing
+
+__all__ = [
+    "MeshServer",
+    "Registration",
+    "ShutdownHook",
+    "build_server",
+    "run_service",
+    "setup_observability",
+]
+
+S = TypeVar("S")
+ShutdownHook = Callable[[], Awaitable[None]]
+"""An async callable run during graceful shutdown (flush a buffer, close a store)."""
+
+_log = logging.getLogger(__name__)
+_SERVING = health_pb2.HealthCheckResponse.SERVING
+_NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One gRPC service to serve: its full name (``mailmesh.archive.v1.Archive``) and how to add it."""
+
+    service_name: str
+    add_to_server: Callable[[grpc.aio.Server], None]
+
+    @classmethod
+    def of(cls, service_name: str, add_fn: Callable[[S, grpc.aio.Server], None], servicer: S) -> Registration:
+        """Build from a generated ``add_XServicer_to_server`` function and the servicer instance."""
+        return cls(service_name, functools.partial(add_fn, servicer))
+
+
+def setup_observability(runtime: RuntimeConfig, *, set_global: bool = True) -> TracerProvider:
+    """Set up logging and tracing from ``runtime`` in one call; returns the tracer provider."""
+    setup_logging(runtime.service_name, runtime.log_level, runtime.log_format)
+    return setup_tracing(runtime.service_name, runtime.otlp_endpoint, set_global=set_global)
+
+
+def build_server(
+    runtime: RuntimeConfig,
+    registrations: Sequence[Registration],
+    *,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    tracer_provider: trace.TracerProvider | None = None,
+    registry: CollectorRegistry = REGISTRY,
+    options: Sequence[tuple[str, Any]] = (),
+) -> MeshServer:
+    """Create and bind a server for ``registrations`` as ``runtime`` says; call ``start()`` next.
+
+    ``interceptors`` run innermost, after tracing, metrics and error mapping. ``tracer_provider``
+    None means the global one (:func:`setup_tracing` installs it); ``registry`` receives the
+    gRPC metrics and is what the metrics endpoint serves; ``options`` are extra channel args.
+    Call it from a coroutine: grpc.aio binds the server to the running event loop.
+    """
+    chain: list[grpc.aio.ServerInterceptor] = [
+        server_tracing_interceptor(tracer_provider),
+        ServerMetricsInterceptor(ServerMetrics.for_registry(registry)),
+        ErrorInterceptor(),
+        *interceptors,
+    ]
+    server = grpc.aio.server(
+        interceptors=chain,
+        options=[
+            # On by default on Linux: two servers could then share a port without noticing.
+            ("grpc.so_reuseport", 0),
+            ("grpc.max_receive_message_length", runtime.max_message_bytes),
+            ("grpc.max_send_message_length", runtime.max_message_bytes),
+            *options,
+        ],
+        maximum_concurrent_rpcs=runtime.max_concurrent_rpcs or None,
+    )
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    for registration in registrations:
+        registration.add_to_server(server)
+    names = [r.service_name for r in registrations]
+    reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+    address = f"{runtime.grpc_host}:{runtime.grpc_port}"
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError as err:
+        raise OSError(f"cannot listen for gRPC on {address}: {err}") from err
+    return MeshServer(server, health_servicer, port, names, runtime, registry)
+
+
+class MeshServer:
+    """A built, bound server: start it, stop it gracefully, or serve until a signal."""
+
+    def __init__(
+        self,
+        server: grpc.aio.Server,
+        health_servicer: Any,
+        port: int,
+        service_names: Sequence[str],
+        runtime: RuntimeConfig,
+        registry: CollectorRegistry,
+    ) -> None:
+        self._server = server
+        self._health = health_servicer
+        self.port = port
+        """The bound gRPC port (the real one when the config asked for 0)."""
+        self.service_names = tuple(service_names)
+        self._runtime = runtime
+        self._metrics = (
+            MetricsHttpServer(runtime.metrics_port, host=runtime.grpc_host, registry=registry)
+            if runtime.metrics_port >= 0
+            else None
+        )
+        self._hooks: list[ShutdownHook] = []
+        self._after_drain: list[ShutdownHook] = []
+        self._started = False
+        self._stop_requested = asyncio.Event()
+        self._stopped: asyncio.Future[None] | None = None
+        self._force_stop: asyncio.Task[None] | None = None
+
+    @property
+    def grpc_server(self) -> grpc.aio.Server:
+        """The underlying ``grpc.aio.Server``."""
+        return self._server
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The bound metrics port once started, or None when metrics are disabled or not started."""
+        return self._metrics.port if self._metrics is not None and self._metrics.port else None
+
+    def add_shutdown_hook(self, hook: ShutdownHook, *, after_drain: bool = False) -> None:
+        """Run ``hook`` during graceful shutdown, before the server stops or (``after_drain``) after.
+
+        Before: in-flight RPCs are still running and new ones may still arrive (use it to stop
+        intake). After: no handler runs any more (use it to flush and close what they wrote to).
+        Hooks run in the order added, each bounded by the shutdown grace; a failing hook is
+        logged and does not stop the others.
+        """
+        (self._after_drain if after_drain else self._hooks).append(hook)
+
+    async def set_serving(self, service: str, serving: bool) -> None:
+        """Report ``service`` (or "" for the whole server) as SERVING or NOT_SERVING to health checks."""
+        await self._health.set(service, _SERVING if serving else _NOT_SERVING)
+
+    async def start(self) -> None:
+        """Start serving, mark every service SERVING and open the metrics endpoint."""
+        await self._server.start()
+        self._started = True
+        for name in ("", *self.service_names):
+            await self._health.set(name, _SERVING)
+        if self._metrics is not None:
+            self._metrics.start()
+        _log.info(
+            "serving %s on port %d",
+            ", ".join(self.service_names) or "(no services)",
+            self.port,
+            extra={"grpc_port": self.port, "metrics_port": self.metrics_port},
+        )
+
+    def request_shutdown(self) -> None:
+        """Ask :meth:`serve_forever` to shut down gracefully (what the signal handlers do)."""
+        self._stop_requested.set()
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Shut down gracefully (see the module docstring); ``grace`` defaults to the config's.
+
+        Safe to call more than once or concurrently: later calls wait for the first to finish.
+        """
+        self._stop_requested.set()
+        if self._stopped is None:
+            self._stopped = asyncio.get_running_loop().create_future()
+            try:
+                await self._shutdown(self._runtime.shutdown_grace_s if grace is None else grace)
+            finally:
+                self._stopped.set_result(None)
+        else:
+            await asyncio.shield(self._stopped)
+
+    async def _shutdown(self, grace: float) -> None:
+        _log.info("shutting down; in-flight RPCs get %.1f s", grace)
+        await self._health.enter_graceful_shutdown()
+        await _run_hooks(self._hooks, grace)
+        await self._server.stop(grace)
+        await _run_hooks(self._after_drain, grace)
+        if self._metrics is not None:
+            await asyncio.to_thread(self._metrics.close)
+        _log.info("stopped")
+
+    async def serve_forever(self) -> None:
+        """Start (if needed), serve until SIGTERM/SIGINT or :meth:`request_shutdown`, then stop gracefully."""
+        loop = asyncio.get_running_loop()
+        signals = (signal.SIGTERM, signal.SIGINT)
+        for sig in signals:
+            loop.add_signal_handler(sig, self._on_signal, sig)
+        try:
+            if not self._started:
+                await self.start()
+            await self._stop_requested.wait()
+            await self.stop()
+        finally:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        if self._stop_requested.is_set():
+            # A second Ctrl-C or SIGTERM: stop waiting for in-flight RPCs.
+            _log.warning("%s again: cancelling in-flight RPCs now", sig.name)
+            # stop(None) while stop(grace) is draining cancels the remaining calls at once.
+            # Keep a reference: the loop holds tasks only weakly.
+            self._force_stop = asyncio.get_running_loop().create_task(self._server.stop(None))
+            return
+        _log.info("%s received", sig.name)
+        self._stop_requested.set()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+
+async def _run_hooks(hooks: Iterable[ShutdownHook], timeout: float) -> None:
+    for hook in hooks:
+        name = getattr(hook, "__qualname__", repr(hook))
+        try:
+            await asyncio.wait_for(hook(), timeout=max(timeout, 0.001))
+        except TimeoutError:
+            _log.error("shutdown hook %s did not finish within %.1f s", name, timeout)
+        except Exception:
+            _log.exception("shutdown hook %s failed", name)
+
+
+def run_service(main: Callable[[], Awaitable[None]]) -> NoReturn:
+    """Run ``main`` (typically: load config, build, ``serve_forever``) and exit the process.
+
+    Exit status: 0 after a clean return, 2 for a :class:`~meshcore.config.ConfigError` (printed
+    to stderr, every problem listed), 130 for Ctrl-C before signal handling was installed, 1 for
+    anything else (logged with its traceback).
+    """
+
+    async def runner() -> None:
+        await main()
+
+    try:
+        asyncio.run(runner())
+    except ConfigError as err:
+        print(f"{sys.argv[0] or 'service'}: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except Exception:
+        # Without handlers (logging not set up yet) logging's last-resort handler still prints
+        # this and the traceback to stderr.
+        _log.critical("service failed", exc_info=True)
+        raise SystemExit(1) from None
+    raise SystemExit(0)

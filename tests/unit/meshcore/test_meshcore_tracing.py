@@ -1,0 +1,99 @@
+"""Tracing: spans on both sides of each hop share one trace; health checks make no spans."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import grpc
+import grpc.aio
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from opentelemetry.trace import SpanKind
+
+from meshcore.clients import make_channel
+from meshcore.server import Registration, build_server
+from meshcore.tracing import setup_tracing
+from tests.unit.meshcore.support import SERVICE, Running, identity, runtime_for_tests, unary
+
+FRONT = "meshcore.test.v1.Front"
+
+
+async def test_trace_continues_across_two_hops(running: Running) -> None:
+    """client → Front.Relay → Raw.Echo: four spans, one trace, each server span a child of its client span."""
+    provider, exporter = running.tracer_provider, running.exporter
+    backend = running.channel  # the fixture's channel to Raw, instrumented with the same provider
+
+    async def relay(request: bytes, context: Any) -> bytes:
+        return b"relayed " + await unary(backend, "Echo")(request, timeout=5)
+
+    def add_front(server: grpc.aio.Server) -> None:
+        handler = grpc.unary_unary_rpc_method_handler(relay, identity, identity)
+        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(FRONT, {"Relay": handler})])
+
+    front = build_server(
+        runtime_for_tests(),
+        [Registration(FRONT, add_front)],
+        tracer_provider=provider,
+        registry=running.registry,
+    )
+    async with front:
+        channel = make_channel(
+            f"127.0.0.1:{front.port}",
+            service_name=FRONT,
+            timeout_s=5,
+            tracer_provider=provider,
+            registry=running.registry,
+        )
+        async with channel:
+            relay_call = channel.unary_unary(f"/{FRONT}/Relay", identity, identity)
+            assert await relay_call(b"hi", timeout=5) == b"relayed hi"
+
+    finished = await exporter.wait_for(4)
+    by_key = {(s.name, s.kind): s for s in finished}
+    assert len(by_key) == len(finished) == 4
+    outer_client = by_key[(f"/{FRONT}/Relay", SpanKind.CLIENT)]
+    outer_server = by_key[(f"/{FRONT}/Relay", SpanKind.SERVER)]
+    inner_client = by_key[(f"/{SERVICE}/Echo", SpanKind.CLIENT)]
+    inner_server = by_key[(f"/{SERVICE}/Echo", SpanKind.SERVER)]
+    assert len({s.context.trace_id for s in finished}) == 1
+    assert outer_server.parent is not None and outer_server.parent.span_id == outer_client.context.span_id
+    assert inner_client.parent is not None and inner_client.parent.span_id == outer_server.context.span_id
+    assert inner_server.parent is not None and inner_server.parent.span_id == inner_client.context.span_id
+
+
+async def test_failed_call_marks_server_span_with_status_code(running: Running) -> None:
+    with contextlib.suppress(grpc.aio.AioRpcError):
+        await unary(running.channel, "Echo")(b"raise:NotFound")
+    server_spans = [s for s in await running.exporter.wait_for(2) if s.kind is SpanKind.SERVER]
+    assert [s.attributes.get("rpc.grpc.status_code") for s in server_spans if s.attributes] == [
+        grpc.StatusCode.NOT_FOUND.value[0]
+    ]
+
+
+async def test_health_checks_are_not_traced(running: Running) -> None:
+    reply = await health_pb2_grpc.HealthStub(running.channel).Check(health_pb2.HealthCheckRequest(service=""))
+    assert reply.status == health_pb2.HealthCheckResponse.SERVING
+    assert await unary(running.channel, "Echo")(b"after") == b"after"
+    # A health span would have ended before the health answer; only the Echo pair is there.
+    names = {s.name for s in await running.exporter.wait_for(2)}
+    assert names == {f"/{SERVICE}/Echo"}
+    assert len(running.exporter.get_finished_spans()) == 2
+
+
+def test_setup_tracing_without_endpoint_records_nowhere() -> None:
+    provider = setup_tracing("svc", "", set_global=False)
+    try:
+        assert provider.resource.attributes["service.name"] == "svc"
+        with provider.get_tracer("t").start_as_current_span("s") as span:
+            assert span.get_span_context().is_valid  # ids exist for logs even with no exporter
+    finally:
+        provider.shutdown()
+
+
+def test_setup_tracing_with_endpoint_adds_a_batch_exporter() -> None:
+    provider = setup_tracing("svc", "http://127.0.0.1:4317", set_global=False)
+    try:
+        processors = provider._active_span_processor._span_processors
+        assert [type(p).__name__ for p in processors] == ["BatchSpanProcessor"]
+    finally:
+        provider.shutdown()
