@@ -14,7 +14,7 @@ __all__ = ["keccak256", "new_keccak256"]
 
 def keccak256(data: bytes) -> bytes:
     """Return the 32-byte legacy Keccak-256 digest of ``data``."""
-    return _keccak.new(digest_bits=256, data=data).digest()  # type: ignore[no-any-return]
+    return _keccak.new(digest_bits=256, data=data).digest()
 
 
 def new_keccak256(data: bytes = b"") -> _keccak.Keccak_Hash:

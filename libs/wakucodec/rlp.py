@@ -1,8 +1,8 @@
 """Strict, canonical, size-bounded RLP (Ethereum Yellow Paper, appendix B).
 
 Why our own codec rather than pyrlp: every decoder here must reject non-canonical input exactly like
-go-ethereum's ``rlp`` package does (reference/wire-protocol.md §1.1 — geth hashes the raw received bytes, which
-only equals the hash of our re-encoding if non-canonical forms are refused), must check sizes before it
+go-ethereum's ``rlp`` package does (reference/wire-protocol.md §1.1 — geth hashes the raw received bytes,
+which only equals the hash of our re-encoding if non-canonical forms are refused), must check sizes before it
 allocates, and must raise :class:`~wakucodec.errors.MalformedRLP` instead of ``IndexError``. pyrlp is kept as
 a test oracle (tests/unit/wakucodec/test_rlp.py).
 
@@ -12,7 +12,8 @@ caller with :func:`to_uint`, which enforces Go's canonical-integer and overflow 
 
 from __future__ import annotations
 
-from typing import Union
+from collections.abc import Sequence
+from typing import TypeAlias
 
 from wakucodec.errors import MalformedRLP, SizeLimitExceeded
 
@@ -27,9 +28,9 @@ __all__ = [
 ]
 
 #: A decoded RLP item: a byte string or a list of items.
-Item = Union[bytes, list["Item"]]
+Item: TypeAlias = "bytes | list[Item]"
 #: What :func:`encode` accepts: items, plus non-negative ints encoded as canonical big-endian strings.
-Encodable = Union[bytes, bytearray, int, list["Encodable"], tuple["Encodable", ...]]
+Encodable: TypeAlias = "bytes | bytearray | int | Sequence[Encodable]"
 
 _MAX_DEPTH = 32  # deep enough for every structure in the protocols; bounds recursion on hostile input
 
@@ -61,7 +62,7 @@ def encode(item: Encodable) -> bytes:
         raise TypeError("encode bools explicitly as b'\\x01' / b''")
     if isinstance(item, int):
         return encode_uint(item)
-    if isinstance(item, (list, tuple)):
+    if isinstance(item, Sequence) and not isinstance(item, str):
         payload = b"".join(encode(x) for x in item)
         return _header(len(payload), 0xC0) + payload
     raise TypeError(f"cannot RLP-encode {type(item).__name__}")

@@ -1,0 +1,1 @@
+"""Mailmesh benchmarks (`make bench`): throughput and latency targets live here, not in timed tests."""
