@@ -17,7 +17,9 @@ BATCH = 256
 
 def _envelopes(n: int, size: int = 1024) -> list[bytes]:
     return [
-        make_envelope(expiry=1_700_000_000 + i, ttl=50, topic=i.to_bytes(4, "big"), data=os.urandom(size), nonce=i).raw
+        make_envelope(
+            expiry=1_700_000_000 + i, ttl=50, topic=i.to_bytes(4, "big"), data=os.urandom(size), nonce=i
+        ).raw
         for i in range(n)
     ]
 

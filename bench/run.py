@@ -68,12 +68,19 @@ def main(argv: list[str] | None = None) -> int:
         for r in suite_results:
             print(f"  {r.name}: {_fmt(r.value)} {r.unit}", flush=True)
         results[short] = suite_results
-        payload = {"suite": short, "when": stamp, "machine": machine, "results": [r.to_json() for r in suite_results]}
+        payload = {
+            "suite": short,
+            "when": stamp,
+            "machine": machine,
+            "results": [r.to_json() for r in suite_results],
+        }
         (ns.out / f"{short}.json").write_text(json.dumps(payload, indent=2) + "\n")
     table = render_table(results)
     (ns.out / "summary.md").write_text(f"_Last run: {stamp}; {machine}._\n\n{table}\n")
     if not ns.no_readme and not ns.only:
-        update_readme(Path("README.md"), table, f"{stamp}, {machine['cpus']} CPUs, Python {machine['python']}")
+        update_readme(
+            Path("README.md"), table, f"{stamp}, {machine['cpus']} CPUs, Python {machine['python']}"
+        )
     return 0
 
 
