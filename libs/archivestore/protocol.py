@@ -1,8 +1,9 @@
 """The storage protocol every archive adapter implements (docs/archive.md).
 
 Methods are ``async``: the archive service runs on grpc.aio. Adapters bridge blocking drivers (sqlite3,
-cassandra-driver) into the event loop themselves, with bounded concurrency. Every method raises only
-:class:`archivestore.errors.StoreError` subclasses.
+cassandra-driver) into the event loop themselves, with bounded concurrency. Backend failures surface only as
+:class:`archivestore.errors.StoreError` subclasses; caller mistakes (no topics and no bloom, ``limit < 1``)
+raise ``ValueError``.
 """
 
 from __future__ import annotations

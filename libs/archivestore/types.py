@@ -15,10 +15,10 @@ class Direction(enum.Enum):
 
 @dataclass(frozen=True, slots=True, order=True)
 class Position:
-    """A point in the archive's total order: strictly-after (forward) / before (backward) resumes from here.
+    """A point in the archive's total order; iteration resumes strictly past it (after or before).
 
-    ``hash`` may be a prefix of the envelope hash (the 36-byte cursor carries 16 bytes): a prefix compares as
-    the smallest hash with that prefix going forward and the largest going backward (see ``resume_bounds``).
+    ``hash`` may be a prefix of the envelope hash (the 36-byte cursor carries 16 bytes); see
+    :func:`archivestore.ordering.resume_key` for how a prefix resumes without skipping or repeating.
     """
 
     sent: int

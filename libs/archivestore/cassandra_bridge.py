@@ -1,0 +1,302 @@
+"""The cassandra-driver ⇄ asyncio bridge: connection set-up, bounded in-flight requests, error translation.
+
+The driver is callback based (reference/infra.md §2.1): ``session.execute_async`` returns a ``ResponseFuture``
+whose callbacks run on the driver's libev thread. Each request here resolves an ``asyncio.Future`` through
+``loop.call_soon_threadsafe``; an ``asyncio.Semaphore`` bounds the requests in flight per store, so a 500-item
+batch cannot queue thousands of requests on the driver's connection. Driver exceptions become
+:class:`StoreUnavailable` (retryable: timeouts, unavailable replicas, no host, broken connections) or
+:class:`StoreError` (anything else, e.g. an invalid request), always ``from`` the original.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cassandra import (
+    ConsistencyLevel,
+    CoordinationFailure,
+    OperationTimedOut,
+    Timeout,
+    Unavailable,
+)
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable, Session
+from cassandra.connection import ConnectionException
+from cassandra.policies import DCAwareRoundRobinPolicy, ExponentialReconnectionPolicy, TokenAwarePolicy
+from cassandra.protocol import IsBootstrappingErrorMessage, OverloadedErrorMessage
+from cassandra.query import BatchStatement, BatchType, PreparedStatement, Statement, tuple_factory
+
+from archivestore.errors import StoreError, StoreUnavailable
+
+_RETRYABLE: tuple[type[BaseException], ...] = (
+    NoHostAvailable,
+    OperationTimedOut,
+    Unavailable,
+    Timeout,  # ReadTimeout, WriteTimeout
+    CoordinationFailure,  # ReadFailure, WriteFailure
+    ConnectionException,
+    OverloadedErrorMessage,
+    IsBootstrappingErrorMessage,
+    OSError,
+)
+
+
+def translate(err: BaseException, what: str) -> StoreError:
+    """The archive error for a driver exception raised while doing ``what``."""
+    if isinstance(err, StoreError):
+        return err
+    if isinstance(err, _RETRYABLE):
+        return StoreUnavailable(f"cassandra unavailable during {what}: {type(err).__name__}: {err}")
+    return StoreError(f"cassandra error during {what}: {type(err).__name__}: {err}")
+
+
+@dataclass(frozen=True)
+class ConnectOptions:
+    """How to reach the cluster and how each request behaves."""
+
+    contact_points: tuple[str, ...]
+    port: int
+    consistency: int = ConsistencyLevel.LOCAL_QUORUM
+    request_timeout: float = 10.0
+    connect_timeout: float = 5.0
+    local_dc: str | None = None
+    max_in_flight: int = 128
+    protocol_version: int = 5
+
+
+def build_cluster(opts: ConnectOptions) -> Cluster:
+    """A ``Cluster`` with one explicit execution profile (token-aware, DC-local, configured CL and timeout).
+
+    Token and schema metadata stay enabled: ``TokenAwarePolicy`` needs the token map *and* the keyspace's
+    replication (from schema metadata) to pick a replica as coordinator; without them it silently degrades to
+    round robin. Reconnection is capped at 10 s (driver default 600 s) so a restarted node is used again
+    promptly.
+    """
+    profile = ExecutionProfile(
+        load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=opts.local_dc)),
+        consistency_level=opts.consistency,
+        request_timeout=opts.request_timeout,
+        row_factory=tuple_factory,  # positional rows: no namedtuple class per result
+    )
+    return Cluster(
+        contact_points=list(opts.contact_points),
+        port=opts.port,
+        protocol_version=opts.protocol_version,
+        execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+        reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.5, max_delay=10.0),
+        connect_timeout=opts.connect_timeout,
+        control_connection_timeout=opts.connect_timeout,
+        schema_metadata_enabled=True,
+        token_metadata_enabled=True,
+        idle_heartbeat_interval=10,
+        idle_heartbeat_timeout=5,
+    )
+
+
+@dataclass(slots=True)
+class Page:
+    """One page of a read: its rows and the opaque state to fetch the next page (None when last)."""
+
+    rows: list[Any]
+    paging_state: bytes | None
+
+
+class _Group:
+    """Statements submitted together, resolved as one asyncio future once every one has finished.
+
+    The first failure stops the group: statements of it still queued are skipped (never started), the ones
+    in flight finish, then the future fails with that first error.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, count: int) -> None:
+        self.loop = loop
+        self.fut: asyncio.Future[None] = loop.create_future()
+        # A cancelled caller no longer awaits it: consume its outcome so asyncio does not log it as lost.
+        self.fut.add_done_callback(lambda f: f.cancelled() or f.exception())
+        self.remaining = count
+        self.error: BaseException | None = None
+        self.stopped = False
+        self.lock = threading.Lock()
+
+    def finished(self, exc: BaseException | None) -> None:
+        with self.lock:
+            self.remaining -= 1
+            if exc is not None and self.error is None:
+                self.error, self.stopped = exc, True
+            last = self.remaining == 0
+        if last:
+            with contextlib.suppress(RuntimeError):  # loop closed: nobody is waiting any more
+                self.loop.call_soon_threadsafe(_resolve, self.fut, self.error)
+
+
+_Item = tuple[Statement, "bytes | None", _Group, "list[Any] | None"]
+
+
+class Dispatcher:
+    """At most ``limit`` requests in flight on the session, the rest queued FIFO (a counting semaphore
+    that never blocks a thread).
+
+    A completion (on the driver's event-loop thread) starts the next queued statement right there, so a
+    500-envelope put crosses into asyncio once, not once per statement; that halves the client CPU per
+    request (docs/archive.md "Cassandra adapter").
+    """
+
+    def __init__(self, session: Session, limit: int) -> None:
+        self.session = session
+        self._lock = threading.Lock()
+        self._free = limit
+        self._queue: deque[_Item] = deque()
+        self._local = threading.local()
+
+    def submit(self, items: Iterable[_Item]) -> None:
+        """Queue statements; start as many as there are free slots."""
+        with self._lock:
+            self._queue.extend(items)
+        self._pump()
+
+    def _pump(self) -> None:
+        # Trampoline: a statement failing synchronously (no host) completes inside _start and would
+        # otherwise recurse once per queued statement.
+        local = self._local
+        if getattr(local, "pumping", False):
+            local.again = True
+            return
+        local.pumping = True
+        try:
+            local.again = True
+            while local.again:
+                local.again = False
+                while True:
+                    with self._lock:
+                        if not self._queue or self._free <= 0:
+                            break
+                        item = self._queue.popleft()
+                        self._free -= 1
+                    self._start(item)
+        finally:
+            local.pumping = False
+
+    def _start(self, item: _Item) -> None:
+        stmt, paging_state, group, sink = item
+        if group.stopped:
+            self._done(group, None)
+            return
+        try:
+            rf = self.session.execute_async(stmt, paging_state=paging_state)
+        except Exception as err:
+            self._done(group, err)
+            return
+
+        def ok(_rows: object) -> None:
+            if sink is not None:
+                sink.append(rf)
+            self._done(group, None)
+
+        rf.add_callbacks(ok, lambda exc: self._done(group, exc))
+
+    def _done(self, group: _Group, exc: BaseException | None) -> None:
+        with self._lock:
+            self._free += 1
+        group.finished(exc)
+        self._pump()
+
+
+class Bridge:
+    """Runs statements on a connected session from asyncio with at most ``max_in_flight`` outstanding."""
+
+    def __init__(self, session: Session, max_in_flight: int) -> None:
+        self.session = session
+        self._dispatch = Dispatcher(session, max_in_flight)
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._active = 0
+
+    async def _run(
+        self, statements: Sequence[Statement], paging_state: bytes | None, what: str, sink: list[Any] | None
+    ) -> None:
+        if not statements:
+            return
+        group = _Group(asyncio.get_running_loop(), len(statements))
+        self._active += 1
+        self._idle.clear()
+        try:
+            self._dispatch.submit((s, paging_state, group, sink) for s in statements)
+            try:
+                await asyncio.shield(group.fut)
+            except asyncio.CancelledError:
+                group.stopped = True  # queued statements are skipped; those in flight finish harmlessly
+                raise
+            except Exception as err:  # NoHostAvailable is no DriverException: translate everything
+                raise translate(err, what) from err
+        finally:
+            self._active -= 1
+            if not self._active:
+                self._idle.set()
+
+    async def fetch(
+        self,
+        prepared: PreparedStatement,
+        params: Sequence[Any],
+        *,
+        what: str,
+        fetch_size: int | None = None,
+        paging_state: bytes | None = None,
+    ) -> Page:
+        """One page of a prepared read (``fetch_size`` rows at most)."""
+        bound = prepared.bind(params)
+        bound.fetch_size = fetch_size
+        sink: list[Any] = []
+        await self._run([bound], paging_state, what, sink)
+        try:
+            result = sink[0].result()  # complete already: does not block
+        except Exception as err:
+            raise translate(err, what) from err
+        return Page(list(result.current_rows), result.paging_state)
+
+    async def fetch_all(self, prepared: PreparedStatement, params: Sequence[Any], *, what: str) -> list[Any]:
+        """Every row of a prepared read, page by page."""
+        rows: list[Any] = []
+        state: bytes | None = None
+        while True:
+            page = await self.fetch(prepared, params, what=what, fetch_size=5000, paging_state=state)
+            rows.extend(page.rows)
+            if page.paging_state is None:
+                return rows
+            state = page.paging_state
+
+    async def execute_all(self, statements: Iterable[Statement], *, what: str) -> None:
+        """Run writes concurrently (within the in-flight bound); return once all are acknowledged.
+
+        On the first failure no further statement is started; the ones in flight are awaited (so nothing is
+        left running behind the caller's back) and the first error is raised.
+        """
+        await self._run(list(statements), None, what, None)
+
+    async def drain(self) -> None:
+        """Wait until no request is in flight."""
+        await self._idle.wait()
+
+
+def _resolve(fut: asyncio.Future[None], exc: BaseException | None) -> None:
+    if fut.done():
+        return
+    if exc is None:
+        fut.set_result(None)
+    else:
+        fut.set_exception(exc)
+
+
+def unlogged_batch(statements: Sequence[Statement]) -> Statement:
+    """One statement, or an UNLOGGED batch of statements that all target the same partition."""
+    if len(statements) == 1:
+        return statements[0]
+    batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+    for stmt in statements:
+        batch.add(stmt)
+    batch.is_idempotent = True
+    return batch

@@ -1,0 +1,1 @@
+"""history-query service: mailserver history semantics (caps, HMAC cursors, batches) over the archive."""

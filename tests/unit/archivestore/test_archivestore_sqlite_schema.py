@@ -1,0 +1,166 @@
+"""SQLite schema migrations, connection pragmas and sqlite3 → archivestore error translation."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from archivestore.errors import SchemaError, StoreCorrupt, StoreError, StoreUnavailable
+from archivestore.sqlite_schema import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    Migration,
+    configure_reader,
+    configure_writer,
+    migrate,
+    translate_error,
+)
+
+
+@pytest.fixture
+def memory() -> Iterator[sqlite3.Connection]:
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    yield conn
+    conn.close()
+
+
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+
+
+def _indexes(conn: sqlite3.Connection) -> set[str]:
+    return {
+        r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL")
+    }
+
+
+def test_migrate_creates_version_1_once(memory: sqlite3.Connection) -> None:
+    assert SCHEMA_VERSION == 1
+    assert migrate(memory, now=123) == 0
+    assert _tables(memory) == {"envelopes", "topics", "shard_plan", "schema_migrations"}
+    assert _indexes(memory) == {
+        "envelopes_hash",
+        "envelopes_topic",
+        "envelopes_message_hash",
+        "envelopes_expires_at",
+    }
+    assert memory.execute("SELECT version, applied_at FROM schema_migrations").fetchall() == [(1, 123)]
+    assert migrate(memory, now=456) == 1  # idempotent: nothing re-applied
+    assert memory.execute("SELECT count(*) FROM schema_migrations").fetchone() == (1,)
+    assert not memory.in_transaction
+
+
+def test_envelopes_is_without_rowid_clustered_on_sent_and_hash(memory: sqlite3.Connection) -> None:
+    migrate(memory, now=0)
+    sql = memory.execute("SELECT sql FROM sqlite_schema WHERE name = 'envelopes'").fetchone()[0]
+    assert "WITHOUT ROWID" in sql and "PRIMARY KEY (sent, hash)" in sql
+    columns = [r[1] for r in memory.execute("PRAGMA table_info(envelopes)")]
+    assert columns[-1] == "raw"  # last, so filters never read the envelope bytes
+    unique = memory.execute(
+        "SELECT \"unique\" FROM pragma_index_list('envelopes') WHERE name = 'envelopes_hash'"
+    )
+    assert unique.fetchone() == (1,)
+    assert [r[2] for r in memory.execute("PRAGMA index_info(envelopes_topic)")] == ["topic", "sent", "hash"]
+
+
+def test_a_newer_schema_is_refused_and_left_untouched(memory: sqlite3.Connection) -> None:
+    migrate(memory, now=0)
+    memory.execute("INSERT INTO schema_migrations VALUES (2, 'from the future', 0)")
+    with pytest.raises(SchemaError, match="newer"):
+        migrate(memory, now=0)
+    assert not memory.in_transaction
+    assert memory.execute("SELECT max(version) FROM schema_migrations").fetchone() == (2,)
+
+
+def test_a_failing_migration_is_a_schema_error_and_rolls_back(memory: sqlite3.Connection) -> None:
+    broken = (*MIGRATIONS, Migration(2, "broken", ("CREATE TABLE extra (x)", "CREATE TABLE envelopes (x)")))
+    migrate(memory, now=0)
+    with pytest.raises(SchemaError, match="migration 2"):
+        migrate(memory, now=0, migrations=broken)
+    assert "extra" not in _tables(memory)
+    assert memory.execute("SELECT max(version) FROM schema_migrations").fetchone() == (1,)
+
+
+def test_a_version_row_without_its_tables_is_a_schema_error(memory: sqlite3.Connection) -> None:
+    memory.execute(
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, description TEXT, applied_at INT)"
+    )
+    memory.execute("INSERT INTO schema_migrations VALUES (1, 'claimed', 0)")
+    with pytest.raises(SchemaError, match="missing"):
+        migrate(memory, now=0)
+
+
+def test_writer_pragmas_on_a_new_file(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "a.db", isolation_level=None)
+    configure_writer(conn, busy_timeout_ms=1234, page_size=16384)
+    migrate(conn, now=0)
+    assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert conn.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL
+    assert conn.execute("PRAGMA busy_timeout").fetchone() == (1234,)
+    assert conn.execute("PRAGMA page_size").fetchone() == (16384,)
+    conn.close()
+    again = sqlite3.connect(tmp_path / "a.db", isolation_level=None)
+    configure_writer(again, busy_timeout_ms=10, page_size=4096)  # an existing file keeps its page size
+    assert again.execute("PRAGMA page_size").fetchone() == (16384,)
+    reader = sqlite3.connect(tmp_path / "a.db", isolation_level=None)
+    configure_reader(reader, busy_timeout_ms=10)
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        reader.execute("DELETE FROM envelopes")
+    reader.close()
+    again.close()
+
+
+def _error(cls: type[sqlite3.Error], code: int, message: str = "boom") -> sqlite3.Error:
+    err = cls(message)
+    err.sqlite_errorcode = code
+    return err
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        (5, StoreUnavailable),  # BUSY
+        (5 | (3 << 8), StoreUnavailable),  # BUSY_TIMEOUT (extended code)
+        (6, StoreUnavailable),  # LOCKED
+        (10 | (4 << 8), StoreUnavailable),  # IOERR_FSYNC
+        (13, StoreUnavailable),  # FULL
+        (14, StoreUnavailable),  # CANTOPEN
+        (11, StoreCorrupt),  # CORRUPT
+        (26, StoreCorrupt),  # NOTADB
+        (19, StoreError),  # CONSTRAINT: a bug, not the backend's state
+    ],
+)
+def test_translate_error_by_result_code(code: int, expected: type[StoreError]) -> None:
+    translated = translate_error(_error(sqlite3.OperationalError, code), "put")
+    assert type(translated) is expected
+    assert str(translated).startswith("sqlite put: ")
+
+
+def test_missing_tables_translate_to_schema_error(memory: sqlite3.Connection) -> None:
+    with pytest.raises(sqlite3.OperationalError) as info:
+        memory.execute("SELECT * FROM envelopes")
+    assert isinstance(translate_error(info.value, "query"), SchemaError)
+
+
+def test_real_errors_carry_codes(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database " * 200)
+    conn = sqlite3.connect(junk)
+    with pytest.raises(sqlite3.DatabaseError) as info:
+        conn.execute("SELECT * FROM sqlite_schema")
+    conn.close()
+    assert isinstance(translate_error(info.value, "open"), StoreCorrupt)
+    path = tmp_path / "busy.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN IMMEDIATE")
+    other = sqlite3.connect(path, timeout=0.01, isolation_level=None)
+    with pytest.raises(sqlite3.OperationalError) as busy:
+        other.execute("BEGIN IMMEDIATE")
+    holder.execute("ROLLBACK")
+    holder.close()
+    other.close()
+    assert isinstance(translate_error(busy.value, "put"), StoreUnavailable)
