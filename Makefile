@@ -37,7 +37,7 @@ venv: $(STAMP_VENV) ## Create the virtualenv and install pinned dependencies
 
 .PHONY: lock
 lock: $(STAMP_VENV) ## Re-resolve requirements.lock from pyproject.toml
-	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --python-version 3.11 -o requirements.lock -q
+	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --extra spark --python-version 3.11 -o requirements.lock -q
 
 $(STAMP_PROTO): $(STAMP_VENV) $(PROTO_FILES) tools/gen_protos.py
 	$(PY) tools/gen_protos.py --protos protos --out $(GEN)
@@ -50,6 +50,7 @@ protos: $(STAMP_PROTO) ## Generate the gRPC/protobuf Python code (one place: gen
 bootstrap: $(STAMP_VENV) $(STAMP_PROTO) ## Everything `run` and `test` need on a fresh machine
 
 include mk/cassandra.mk
+-include mk/spark.mk
 
 ## ---------------------------------------------------------------- run
 .PHONY: run
