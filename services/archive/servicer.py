@@ -76,7 +76,12 @@ _DIRECTIONS = {
     common_pb2.DIRECTION_BACKWARD: Direction.BACKWARD,
 }
 _OUTCOMES = (pb.PUT_OUTCOME_INSERTED, pb.PUT_OUTCOME_DUPLICATE, pb.PUT_OUTCOME_INVALID)
-_VIEWS = {pb.ENVELOPE_VIEW_UNSPECIFIED: True, pb.ENVELOPE_VIEW_FULL: True, pb.ENVELOPE_VIEW_NO_DATA: False}
+_VIEWS = {
+    pb.ENVELOPE_VIEW_UNSPECIFIED: "full",
+    pb.ENVELOPE_VIEW_FULL: "full",
+    pb.ENVELOPE_VIEW_NO_DATA: "no_data",
+    pb.ENVELOPE_VIEW_KEYS: "keys",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +97,23 @@ class ServicerSettings:
     max_message_bytes: int
 
 
-def envelope_message(stored: StoredEnvelope, *, with_data: bool) -> common_pb2.Envelope:
-    """The proto Envelope of a stored one, every field derived from its RLP (checked against its key)."""
+def envelope_message(stored: StoredEnvelope, *, view: str = "full") -> common_pb2.Envelope:
+    """The proto Envelope of a stored one.
+
+    ``full`` / ``no_data``: every field derived from its RLP, checked against its key. ``keys``: only the key
+    columns and the raw RLP, which were verified when archived — no decode, no Keccak, no PoW (the hot path of
+    history queries spent most of its CPU here).
+    """
+    if view == "keys":
+        return common_pb2.Envelope(
+            rlp=stored.raw,
+            hash=stored.hash,
+            expiry=stored.expiry,
+            ttl=(stored.expiry - stored.sent) & 0xFFFFFFFF,
+            topic=stored.topic,
+            sent=stored.sent,
+        )
+    with_data = view == "full"
     try:
         env = decode_envelope(stored.raw, max_size=len(stored.raw))
     except CodecError as err:
@@ -248,7 +268,7 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
         if key is None:
             raise InvalidField("key", "set envelope_hash or message_hash")
         value = check_hash(key, getattr(request, key))
-        with_data = _enum("view", request.view, _VIEWS)
+        view = _enum("view", request.view, _VIEWS)
         store = self._gate.store
         with self._store_call("get"):
             if key == "envelope_hash":
@@ -258,7 +278,7 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
         if found is None:
             raise EnvelopeNotFound(key.replace("_", " "), value)
         return pb.GetEnvelopeResponse(
-            envelope=envelope_message(found, with_data=with_data), message_hash=found.message_hash or b""
+            envelope=envelope_message(found, view=view), message_hash=found.message_hash or b""
         )
 
     def _query(self, request: pb.QueryEnvelopesRequest) -> tuple[Query, str]:
@@ -293,7 +313,7 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
         query, kind = self._query(request)
         if request.max_bytes > MAX_QUERY_BYTES:
             raise LimitExceeded("max_bytes", f"must be at most {MAX_QUERY_BYTES}, got {request.max_bytes}")
-        with_data = _enum("view", request.view, _VIEWS)
+        view = _enum("view", request.view, _VIEWS)
         budget = Budget(
             rlp_bytes=request.max_bytes or self._s.query_default_max_bytes,
             wire_bytes=self._s.max_message_bytes - WIRE_MARGIN,
@@ -306,7 +326,7 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
                 query,
                 now=self._now(),
                 budget=budget,
-                convert=lambda e: envelope_message(e, with_data=with_data),
+                convert=lambda e: envelope_message(e, view=view),
                 wire_size=lambda m: m.ByteSize() + ELEMENT_OVERHEAD,
             )
         self._metrics.query(kind, len(page.items), time.perf_counter() - began)

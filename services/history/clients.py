@@ -2,8 +2,8 @@
 
 Every call's deadline is ``HISTORY_ARCHIVE_TIMEOUT_SECONDS`` or what is left of the incoming call's deadline,
 whichever is sooner (:func:`meshcore.remaining_timeout`); reads are retried on UNAVAILABLE by the channel's
-retry policy (they are idempotent). Envelopes are requested with ENVELOPE_VIEW_NO_DATA: history forwards
-``rlp`` as is, so the decoded ``data`` would only double the bytes on the wire.
+retry policy (they are idempotent). Envelopes are requested with ENVELOPE_VIEW_KEYS: history forwards ``rlp``
+as is, so the archive skips re-decoding, re-hashing and PoW, and the decoded ``data`` never doubles the bytes.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class ArchiveClient:
             bloom=request.bloom or b"",
             limit=request.limit,
             direction=_DIRECTION[request.direction],
-            view=archive_pb2.ENVELOPE_VIEW_NO_DATA,
+            view=archive_pb2.ENVELOPE_VIEW_KEYS,
         )
         if request.after is not None:
             message.after.CopyFrom(common_pb2.Position(sent=request.after.sent, hash=request.after.hash))

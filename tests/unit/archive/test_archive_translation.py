@@ -65,7 +65,7 @@ async def servicer(retention: RetentionPolicy | None = None) -> tuple[ArchiveSer
 
 def test_envelope_message_derives_every_field_from_the_rlp() -> None:
     e = envelope(NOW, 3, size=100)
-    full = envelope_message(as_stored(e), with_data=True)
+    full = envelope_message(as_stored(e), view="full")
     assert (full.rlp, full.hash, full.expiry, full.ttl, full.topic, full.nonce, full.sent) == (
         e.raw,
         e.hash,
@@ -76,7 +76,21 @@ def test_envelope_message_derives_every_field_from_the_rlp() -> None:
         NOW,
     )
     assert full.data == e.data and full.pow == calculate_pow(e)
-    assert envelope_message(as_stored(e), with_data=False).data == b""
+    assert envelope_message(as_stored(e), view="no_data").data == b""
+
+
+def test_keys_view_serves_the_stored_key_columns_without_decoding() -> None:
+    e = envelope(NOW)
+    keys = envelope_message(as_stored(e), view="keys")
+    assert (keys.rlp, keys.hash, keys.sent, keys.topic, keys.expiry, keys.ttl) == (
+        e.raw,
+        e.hash,
+        e.sent,
+        e.topic,
+        e.expiry,
+        e.ttl,
+    )
+    assert keys.data == b"" and keys.pow == 0.0 and keys.nonce == 0
 
 
 @pytest.mark.parametrize(
@@ -90,7 +104,7 @@ def test_envelope_message_derives_every_field_from_the_rlp() -> None:
 )
 def test_a_stored_row_that_no_longer_matches_its_key_is_never_served(broken: Any) -> None:
     with pytest.raises(ArchiveCorrupt) as info:
-        envelope_message(broken(as_stored(envelope(NOW))), with_data=True)
+        envelope_message(broken(as_stored(envelope(NOW))), view="full")
     assert status_code_for(info.value).name == "INTERNAL"
 
 
