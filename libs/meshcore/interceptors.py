@@ -13,6 +13,7 @@ response-streaming ones must be async generators (see :mod:`meshcore.tracing`).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -139,6 +140,11 @@ class _ObservedContext:
         self.finish(status.code)
         await self._context.abort_with_status(status)
 
+    async def write(self, message: Any) -> None:
+        # Streaming handlers written in the context.write() style (e.g. grpc.health.v1 Watch) send here.
+        self._m.sent()
+        await self._context.write(message)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._context, name)
 
@@ -157,6 +163,21 @@ def _observe(
             return _count_requests(request, m)
         m.received()
         return request
+
+    if response_streaming and not inspect.isasyncgenfunction(behavior):
+        # A streaming handler may be a coroutine that sends with context.write() instead of yielding
+        # (grpc.aio allows both; the stock health servicer's Watch does this). Keep its shape.
+
+        async def observe_writes(request: Any, context: Context) -> None:
+            observed = _ObservedContext(context, m)
+            try:
+                await behavior(inbound(request), cast("Context", observed))
+            except BaseException as exc:
+                observed.finish(_code_on_error(exc, context))
+                raise
+            observed.finish(_code_on_return(context))
+
+        return observe_writes
 
     if response_streaming:
 
@@ -247,7 +268,7 @@ def _guard(behavior: Behavior, response_streaming: bool, method: str, log: loggi
         bind_rpc(method, context.peer())
         bind_deadline(context.time_remaining())
 
-    if response_streaming:
+    if response_streaming and inspect.isasyncgenfunction(behavior):
 
         async def guard_stream(request: Any, context: Context) -> AsyncIterator[Any]:
             enter(context)

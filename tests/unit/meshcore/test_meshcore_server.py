@@ -195,6 +195,16 @@ async def test_health_serving_for_server_and_each_service(running: Running) -> N
     assert reply.status == health_pb2.HealthCheckResponse.NOT_SERVING
 
 
+async def test_health_watch_streams_through_the_interceptors(running: Running) -> None:
+    # The stock servicer's Watch is a coroutine that sends with context.write(), not an async generator:
+    # the metrics and error interceptors must keep that shape (a regression made it INTERNAL).
+    stub = health_pb2_grpc.HealthStub(running.channel)
+    call = stub.Watch(health_pb2.HealthCheckRequest(service=""))
+    first = await call.read()
+    call.cancel()
+    assert first.status == health_pb2.HealthCheckResponse.SERVING
+
+
 async def test_reflection_lists_registered_services(running: Running) -> None:
     stub = reflection_pb2_grpc.ServerReflectionStub(running.channel)
     request = reflection_pb2.ServerReflectionRequest(list_services="")
