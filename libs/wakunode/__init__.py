@@ -1,0 +1,95 @@
+"""Waku v1 / Whisper v6 subprotocols on top of :mod:`devp2p`: waku/1 (preferred), waku/0 and shh/6.
+
+Both roles: the mailserver/relay node (:class:`WakuNode`, handed to ``devp2p.Server`` through
+:attr:`WakuNode.protocols`) and the requesting client (:class:`WakuClient`). Modules, one concept each::
+
+    constants    message codes, defaults                 options      Status / Status Update encodings
+    config       NodeConfig, RateLimiterConfig, …        errors       WakuError tree (0x10 disconnects)
+    ports        EnvelopeSink, HistoryBackend, Clock     metrics      waku_* / mailserver_* counters
+    validation   §1.5 checks on receipt                  cache        seen/expiry cache, known-sets
+    peerstate    per-session state, PeerInfo             relay        acceptance and 300 ms forwarding
+    protocol     the SubProtocol: handshake, dispatch    mailserver   0x7e → 0x7f / 0x7d
+    ratelimit    token buckets, request limiter          confirmations  codes 11 / 12
+    node         WakuNode                                client       WakuClient
+    publish      local publishing and its results        settings     our policy, announcing changes
+    memory       in-memory HistoryBackend and sink (tests, benchmarks)
+
+Imports asyncio, the standard library, :mod:`devp2p` and :mod:`wakucodec` only — never gRPC, generated
+protos or services. docs/wakunode.md explains the roles, hooks and limits.
+"""
+
+from __future__ import annotations
+
+from wakunode.client import CLIENT_CONFIG, HistoryPage, HistoryWalk, PostResult, WakuClient
+from wakunode.config import CAPABILITIES, MailserverConfig, NodeConfig, RateLimiterConfig
+from wakunode.errors import (
+    BadStatus,
+    NotConnected,
+    OversizedPacket,
+    RateLimitExceeded,
+    RequestFailed,
+    RequestTimeout,
+    WakuError,
+    WakuProtocolError,
+)
+from wakunode.metrics import Histogram, MailserverMetrics, WakuMetrics
+from wakunode.node import WakuNode
+from wakunode.options import RateLimits, StatusOptions
+from wakunode.peerstate import Flavor, PeerInfo
+from wakunode.ports import (
+    Clock,
+    EnvelopeSink,
+    HistoryBackend,
+    HistoryBatch,
+    HistoryComplete,
+    HistoryFailure,
+    HistoryItem,
+    HistoryQuery,
+    P2PListener,
+    PeerDirectory,
+    SystemClock,
+)
+from wakunode.publish import PublishResult, PublishStatus
+from wakunode.validation import Fault
+
+__all__ = [
+    "CAPABILITIES",
+    "CLIENT_CONFIG",
+    "BadStatus",
+    "Clock",
+    "EnvelopeSink",
+    "Fault",
+    "Flavor",
+    "Histogram",
+    "HistoryBackend",
+    "HistoryBatch",
+    "HistoryComplete",
+    "HistoryFailure",
+    "HistoryItem",
+    "HistoryPage",
+    "HistoryQuery",
+    "HistoryWalk",
+    "MailserverConfig",
+    "MailserverMetrics",
+    "NodeConfig",
+    "NotConnected",
+    "OversizedPacket",
+    "P2PListener",
+    "PeerDirectory",
+    "PeerInfo",
+    "PostResult",
+    "PublishResult",
+    "PublishStatus",
+    "RateLimitExceeded",
+    "RateLimiterConfig",
+    "RateLimits",
+    "RequestFailed",
+    "RequestTimeout",
+    "StatusOptions",
+    "SystemClock",
+    "WakuClient",
+    "WakuError",
+    "WakuMetrics",
+    "WakuNode",
+    "WakuProtocolError",
+]
