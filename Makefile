@@ -54,7 +54,7 @@ include mk/cassandra.mk
 
 ## ---------------------------------------------------------------- run
 .PHONY: run
-run: bootstrap ## Run the whole mesh as local processes (ARCHIVE=sqlite|cassandra); Ctrl-C stops it
+run: bootstrap $(if $(filter cassandra,$(ARCHIVE)),cassandra-start) ## Run the whole mesh as local processes (ARCHIVE=sqlite|cassandra); Ctrl-C stops it
 	$(PY) tools/run_mesh.py --archive $(ARCHIVE)
 
 ## ---------------------------------------------------------------- checks
