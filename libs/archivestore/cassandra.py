@@ -4,6 +4,7 @@ Module map: :mod:`~archivestore.cassandra_schema` (tables, migrations), :mod:`~a
 (prepared statements), :mod:`~archivestore.cassandra_bridge` (driver ⇄ asyncio, errors),
 :mod:`~archivestore.cassandra_layout` (buckets, shards, erasures), :mod:`~archivestore.cassandra_catalog`
 (plan, erasure and catalogue reads), :mod:`~archivestore.cassandra_write` (put),
+:mod:`~archivestore.cassandra_keys` (get, contains, the DUPLICATE pre-read),
 :mod:`~archivestore.cassandra_query` (query), :mod:`~archivestore.cassandra_maint` (maintenance).
 This module validates arguments and wires those together. Semantics are the protocol's, as pinned by
 tests/integration/archive/contract.py; caller errors raise ``ValueError``, backend failures StoreError.
@@ -12,7 +13,6 @@ tests/integration/archive/contract.py; caller errors raise ``ValueError``, backe
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -20,12 +20,13 @@ from typing import Any
 from cassandra import ConsistencyLevel
 from cassandra.cluster import Cluster, Session
 
+from archivestore import cassandra_keys as keys
 from archivestore.cassandra_bridge import Bridge, ConnectOptions, build_cluster, translate
 from archivestore.cassandra_catalog import Catalog
 from archivestore.cassandra_cql import Prepared
-from archivestore.cassandra_layout import Erasures, check_table, validate_plan_entry, visible
+from archivestore.cassandra_layout import check_table, validate_plan_entry
 from archivestore.cassandra_maint import Maintenance
-from archivestore.cassandra_query import QuerySettings, run_query, to_envelope
+from archivestore.cassandra_query import QuerySettings, run_query
 from archivestore.cassandra_schema import (
     LATEST_VERSION,
     MIGRATIONS_TABLE,
@@ -37,8 +38,8 @@ from archivestore.cassandra_schema import (
     migrations_table_cql,
     pending_migrations,
 )
-from archivestore.cassandra_write import KIND_ENVELOPE, KIND_MESSAGE, label_duplicates, plan_put
-from archivestore.errors import SchemaError, StoreCorrupt, StoreUnavailable
+from archivestore.cassandra_write import label_duplicates, plan_put
+from archivestore.errors import SchemaError, StoreUnavailable
 from archivestore.ordering import HASH_LEN
 from archivestore.retention import RetentionPolicy
 from archivestore.types import (
@@ -54,7 +55,6 @@ from archivestore.types import (
     StoredEnvelope,
 )
 from wakucodec.constants import BLOOM_SIZE, TOPIC_LENGTH
-from wakucodec.keccak import keccak256
 
 __all__ = ["DEFAULT_SHARDS", "CassandraStore"]
 
@@ -62,8 +62,6 @@ __all__ = ["DEFAULT_SHARDS", "CassandraStore"]
 #: are split 4 ways; a topic-day partition holds one topic's day and starts unsplit (the Spark job splits hot
 #: ones). Both stay far below ~100 MB per partition at the rates in reference/perf-reliability.md §2.
 DEFAULT_SHARDS: Mapping[str, int] = {TIME_TABLE: 4, TOPIC_TABLE: 1}
-#: Keys per ``IN (...)`` read of envelope_keys (one request each; they run concurrently).
-KEYS_PER_READ = 100
 
 
 class CassandraStore:
@@ -86,7 +84,11 @@ class CassandraStore:
         bloom_topic_expansion: bloom queries matching at most this many catalogued topics read topic
             partitions; more scan the time buckets (``ARCHIVE_BLOOM_TOPIC_EXPANSION``).
         ttl_slack_s: seconds added to every physical TTL (reads still hide rows at ``expires_at``).
-        stats_exact_max_partitions: ``stats`` scans at most this many time partitions for exact counts.
+        protocol_version: native protocol (5: checksummed frames; 4 costs the client ~0.05 ms less a request).
+        key_batch_partitions: envelope_keys rows (one partition each) per UNLOGGED batch of rows sharing a
+            replica set; 1 sends them one by one.
+        stats_exact_max_rows: ``stats`` is exact up to this many stored rows, estimated above (see
+            ``Maintenance.stats``).
     """
 
     backend = "cassandra"
@@ -110,7 +112,7 @@ class CassandraStore:
         detect_duplicates: bool = True,
         bloom_topic_expansion: int = 64,
         ttl_slack_s: int = 0,
-        stats_exact_max_partitions: int = 2048,
+        stats_exact_max_rows: int = 200_000,
         protocol_version: int = 5,
         key_batch_partitions: int = 10,
     ) -> None:
@@ -119,8 +121,10 @@ class CassandraStore:
         shards = dict(DEFAULT_SHARDS) if default_shards is None else dict(default_shards)
         if set(shards) != set(DEFAULT_SHARDS) or min(shards.values()) < 1:
             raise ValueError(f"default_shards needs a count >= 1 for each of {sorted(DEFAULT_SHARDS)}")
-        if max_in_flight < 1 or write_batch_bytes < 0 or bloom_topic_expansion < 0 or ttl_slack_s < 0:
-            raise ValueError("max_in_flight >= 1; write_batch_bytes, bloom_topic_expansion, ttl_slack_s >= 0")
+        if min(max_in_flight, key_batch_partitions) < 1:
+            raise ValueError("max_in_flight and key_batch_partitions must be >= 1")
+        if min(write_batch_bytes, bloom_topic_expansion, ttl_slack_s) < 0:
+            raise ValueError("write_batch_bytes, bloom_topic_expansion and ttl_slack_s must be >= 0")
         self.schema_options = SchemaOptions.derive(bucket_seconds, self.retention)
         self.bucket_seconds = bucket_seconds
         self.default_shards = shards
@@ -131,7 +135,7 @@ class CassandraStore:
         self.key_batch_partitions = key_batch_partitions
         self.detect_duplicates = detect_duplicates
         self.ttl_slack_s = ttl_slack_s
-        self.stats_exact_max_partitions = stats_exact_max_partitions
+        self.stats_exact_max_rows = stats_exact_max_rows
         self._query_settings = QuerySettings(bucket_seconds, bloom_topic_expansion)
         self._connect = ConnectOptions(
             tuple(contact_points),
@@ -141,6 +145,7 @@ class CassandraStore:
             connect_timeout,
             local_dc,
             max_in_flight,
+            protocol_version,
         )
         self._cluster: Cluster | None = None
         self._claims: dict[bytes, asyncio.Future[bool]] = {}
@@ -256,7 +261,7 @@ class CassandraStore:
                 elif other is not mine:
                     waits[h] = other
         try:
-            stored_f = self._stored(claimed) if claimed else _no_keys()
+            stored_f = keys.stored_envelopes(cat, claimed) if claimed else _no_keys()
             time_plan, topic_plan, stored = await asyncio.gather(
                 cat.plan(TIME_TABLE, lo // bs, hi // bs),
                 cat.plan(TOPIC_TABLE, lo // 86400, hi // 86400),
@@ -295,23 +300,6 @@ class CassandraStore:
         hosts = self._cluster.metadata.get_replicas(self.keyspace, stmt.routing_key)
         return tuple(sorted(str(h.endpoint) for h in hosts))
 
-    async def _stored(self, hashes: Sequence[bytes]) -> set[bytes]:
-        """Envelope hashes already stored (key row present and not erased)."""
-        rows, erasures = await asyncio.gather(self._key_rows(hashes), self.cat.erasures())
-        return {
-            key
-            for key, sent, env_hash, kind, topic, _exp, written in rows
-            if kind == KIND_ENVELOPE and not erasures.hides(sent, topic, env_hash, written)
-        }
-
-    async def _key_rows(self, keys: Sequence[bytes]) -> list[Any]:
-        unique = sorted(set(keys))
-        chunks = [unique[i : i + KEYS_PER_READ] for i in range(0, len(unique), KEYS_PER_READ)]
-        pages = await asyncio.gather(
-            *(self.cat.bridge.fetch_all(self.cat.q.sel_keys, (c,), what="key read") for c in chunks)
-        )
-        return [row for page in pages for row in page]
-
     # ------------------------------------------------------------------ point reads
     async def get(
         self, *, envelope_hash: bytes | None = None, message_hash: bytes | None = None, now: int
@@ -319,48 +307,14 @@ class CassandraStore:
         """The visible envelope with this envelope hash, or the first (in order) with this message hash."""
         if (envelope_hash is None) == (message_hash is None):
             raise ValueError("give exactly one of envelope_hash and message_hash")
-        key = envelope_hash if envelope_hash is not None else message_hash
-        assert key is not None
-        kind = KIND_ENVELOPE if envelope_hash is not None else KIND_MESSAGE
-        rows, erasures = await asyncio.gather(self._key_rows([key]), self.cat.erasures())
-        for _key, sent, env_hash, row_kind, topic, expires_at, written in rows:  # (sent, hash) order
-            if row_kind != kind or not visible(sent, topic, env_hash, expires_at, written, now, erasures):
-                continue
-            found = await self._time_row(sent, env_hash, now, erasures)
-            if found is not None:
-                return found
-        return None
-
-    async def _time_row(
-        self, sent: int, env_hash: bytes, now: int, erasures: Erasures
-    ) -> StoredEnvelope | None:
-        bucket = sent // self.bucket_seconds
-        plan = await self.cat.plan(TIME_TABLE, bucket, bucket)
-        pages = await asyncio.gather(
-            *(
-                self.cat.bridge.fetch(self.cat.q.sel_time_row, (bucket, shard, sent, env_hash), what="get")
-                for shard in plan.shards_for(bucket, env_hash)
-            )
-        )
-        for r in (r for page in pages for r in page.rows):
-            if visible(r[0], r[2], r[1], r[6], r[7], now, erasures):
-                envelope = to_envelope(r)
-                if keccak256(envelope.raw) != envelope.hash:
-                    raise StoreCorrupt(f"stored envelope {envelope.hash.hex()} no longer hashes to its key")
-                return envelope
-        return None
+        if envelope_hash is not None:
+            return await keys.get(self.cat, envelope_hash, message=False, now=now)
+        assert message_hash is not None
+        return await keys.get(self.cat, message_hash, message=True, now=now)
 
     async def contains(self, hashes: Sequence[bytes], *, now: int) -> list[bool]:
         """Per hash (envelope or message hash), whether a visible envelope has it."""
-        if not hashes:
-            return []
-        rows, erasures = await asyncio.gather(self._key_rows(hashes), self.cat.erasures())
-        present = {
-            key
-            for key, sent, env_hash, _kind, topic, expires_at, written in rows
-            if visible(sent, topic, env_hash, expires_at, written, now, erasures)
-        }
-        return [h in present for h in hashes]
+        return await keys.contains(self.cat, hashes, now)
 
     async def query(self, query: Query, *, now: int) -> QueryPage:
         """Envelopes matching ``query`` in ``(sent, hash)`` order (reversed backward), plus ``has_more``."""
@@ -379,14 +333,14 @@ class CassandraStore:
     # ------------------------------------------------------------------ maintenance
     async def stats(self, *, now: int) -> Stats:
         """Visible envelopes and topics, oldest/newest sent (see Maintenance.stats for exactness)."""
-        return await self.maint.stats(now, self.stats_exact_max_partitions)
+        return await self.maint.stats(now, self.stats_exact_max_rows)
 
     async def list_buckets(
         self, table: str, lower_bucket: int, upper_bucket: int
     ) -> AsyncIterator[BucketInfo]:
         """Non-empty partitions (every shard generation) with their rows and raw bytes."""
         check_table(table)
-        async for info in self.maint.list_buckets(table, lower_bucket, upper_bucket, now=int(time.time())):
+        async for info in self.maint.list_buckets(table, lower_bucket, upper_bucket):
             yield info
 
     async def delete_buckets(self, buckets: Sequence[BucketInfo]) -> int:

@@ -1,9 +1,11 @@
 """The cassandra-driver ⇄ asyncio bridge: connection set-up, bounded in-flight requests, error translation.
 
-The driver is callback based (reference/infra.md §2.1): ``session.execute_async`` returns a ``ResponseFuture``
-whose callbacks run on the driver's libev thread. Each request here resolves an ``asyncio.Future`` through
-``loop.call_soon_threadsafe``; an ``asyncio.Semaphore`` bounds the requests in flight per store, so a 500-item
-batch cannot queue thousands of requests on the driver's connection. Driver exceptions become
+The driver is callback based (reference/infra.md §2.1): ``session.execute_async`` returns a
+``ResponseFuture`` whose callbacks run on the driver's libev thread. Statements are submitted in groups
+(one put's writes, one page read) to a :class:`Dispatcher`, a thread-safe counting semaphore that keeps
+at most ``max_in_flight`` requests outstanding per store and queues the rest FIFO; each completion starts
+the next queued statement on the driver thread, and a group resolves its ``asyncio.Future`` once, through
+``loop.call_soon_threadsafe``, when its last statement finished. Driver exceptions become
 :class:`StoreUnavailable` (retryable: timeouts, unavailable replicas, no host, broken connections) or
 :class:`StoreError` (anything else, e.g. an invalid request), always ``from`` the original.
 """
@@ -62,10 +64,10 @@ class ConnectOptions:
     contact_points: tuple[str, ...]
     port: int
     consistency: int = ConsistencyLevel.LOCAL_QUORUM
-    request_timeout: float = 10.0
+    request_timeout: float = 12.0
     connect_timeout: float = 5.0
     local_dc: str | None = None
-    max_in_flight: int = 128
+    max_in_flight: int = 512
     protocol_version: int = 5
 
 
@@ -292,7 +294,8 @@ def _resolve(fut: asyncio.Future[None], exc: BaseException | None) -> None:
 
 
 def unlogged_batch(statements: Sequence[Statement]) -> Statement:
-    """One statement, or an UNLOGGED batch of statements that all target the same partition."""
+    """One statement, or an UNLOGGED batch of them: rows of one partition (envelope tables) or single-row
+    partitions that share their replica set (key rows; see ``cassandra_write.group_by_replicas``)."""
     if len(statements) == 1:
         return statements[0]
     batch = BatchStatement(batch_type=BatchType.UNLOGGED)

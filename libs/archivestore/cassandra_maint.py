@@ -88,7 +88,7 @@ class Maintenance:
         return await self.cat.days(lo, hi, ANY_TIME, direct=False)
 
     # ------------------------------------------------------------------ list / delete
-    async def list_buckets(self, table: str, lower: int, upper: int, now: int) -> AsyncIterator[BucketInfo]:
+    async def list_buckets(self, table: str, lower: int, upper: int) -> AsyncIterator[BucketInfo]:
         """Non-empty partitions of ``table`` with buckets in ``[lower, upper]`` (all shard generations)."""
         check_table(table)
         buckets = await self._buckets(table, lower, upper)
@@ -134,45 +134,43 @@ class Maintenance:
             check_table(info.table)
         if not buckets:
             return 0
-        erasures = await self.cat.erasures()
+        targets = [
+            (
+                info,
+                (info.bucket, info.shard)
+                if info.table == TIME_TABLE
+                else (info.topic, info.bucket, info.shard),
+            )
+            for info in buckets
+            if info.table == TIME_TABLE or info.topic is not None
+        ]
+        erasures, plans, scans = await asyncio.gather(
+            self.cat.erasures(),
+            asyncio.gather(*(self.cat.plan(i.table, i.bucket, i.bucket) for i, _ in targets)),
+            asyncio.gather(
+                *(
+                    self._scan(i.table, k, i.topic, *bucket_span(i.table, i.bucket, self.bucket_seconds))
+                    for i, k in targets
+                )
+            ),
+        )
         applied = now_us()
         new: list[Erasure] = []
         deletes: list[Any] = []
-        counted = 0
-        for seq, info in enumerate(buckets):
+        for seq, ((info, key), plan, rows) in enumerate(zip(targets, plans, scans, strict=True)):
             first, last = bucket_span(info.table, info.bucket, self.bucket_seconds)
-            plan = await self.cat.plan(info.table, info.bucket, info.bucket)
-            if info.table == TIME_TABLE:
-                key: tuple[object, ...] = (info.bucket, info.shard)
-                stmt = self.cat.q.del_time
-            elif info.topic is not None:
-                key = (info.topic, info.bucket, info.shard)
-                stmt = self.cat.q.del_topic
-            else:
-                continue
-            rows = await self._scan(info.table, key, info.topic, first, last)
             er = erasures.within(first, last)
-            if not any(not er.hides(r.sent, r.topic, r.hash, r.written_at) for r in rows):
-                continue
-            counted += 1
+            if all(er.hides(r.sent, r.topic, r.hash, r.written_at) for r in rows):
+                continue  # empty (or only erased rows): nothing to delete
             gen = plan.current(info.bucket)
             if info.shard // GENERATION_STRIDE == gen.generation:
-                new.append(
-                    Erasure(
-                        applied,
-                        first,
-                        last + 1,
-                        info.topic,
-                        frozenset(),
-                        gen.shards,
-                        info.shard % GENERATION_STRIDE,
-                        seq,
-                    )
-                )
+                mod, rem = gen.shards, info.shard % GENERATION_STRIDE
+                new.append(Erasure(applied, first, last + 1, info.topic, frozenset(), mod, rem, seq))
+            stmt = self.cat.q.del_time if info.table == TIME_TABLE else self.cat.q.del_topic
             deletes.append(stmt.bind(key))
         await self.cat.record_erasures(new, self._erasure_ttl(max((e.hi for e in new), default=0), applied))
         await self.cat.bridge.execute_all(deletes, what="delete_buckets")
-        return counted
+        return len(deletes)
 
     def _erasure_ttl(self, hi: int, applied_us: int) -> int:
         """Keep an erasure until every row it may hide has expired (0 = no TTL: retention is unbounded)."""
@@ -209,21 +207,21 @@ class Maintenance:
         deletes: list[Any] = []
         if buckets:
             plan = await self.cat.plan(TIME_TABLE, buckets[0], buckets[-1])
-            for bucket in buckets:
-                first, last = bucket_span(TIME_TABLE, bucket, self.bucket_seconds)
-                er = erasures.within(first, last)
-                current = set(plan.current_shards(bucket))
-                keys = self._partitions(TIME_TABLE, plan, bucket, ())
-                scans = await asyncio.gather(*(self._scan(TIME_TABLE, k, None, first, last) for k in keys))
-                for key, rows in zip(keys, scans, strict=True):
-                    live = [r for r in rows if not er.hides(r.sent, r.topic, r.hash, r.written_at)]
-                    # written_at < applied: the erasure hides every row present now (not later re-puts)
-                    gone = [r for r in live if target.hides(r.sent, r.topic, r.hash, applied - 1)]
-                    if rows and len(gone) == len(live):
-                        deletes.append(self.cat.q.del_time.bind(key))  # nothing visible left in it
-                    if key[1] in current and gone:
-                        doomed += len(gone)
-                        touched.add(bucket)
+            keys = [(b, sh) for b in buckets for sh in plan.all_shards(b)]
+            spans = {b: bucket_span(TIME_TABLE, b, self.bucket_seconds) for b in buckets}
+            scans = await asyncio.gather(*(self._scan(TIME_TABLE, k, None, *spans[k[0]]) for k in keys))
+            gone_by_bucket: dict[int, set[bytes]] = {}
+            for key, rows in zip(keys, scans, strict=True):
+                er = erasures.within(*spans[key[0]])
+                live = [r for r in rows if not er.hides(r.sent, r.topic, r.hash, r.written_at)]
+                # written_at < applied: the new erasures hide every row present now (not later re-puts)
+                gone = [r for r in live if target.hides(r.sent, r.topic, r.hash, applied - 1)]
+                if rows and len(gone) == len(live):
+                    deletes.append(self.cat.q.del_time.bind(key))  # nothing visible would be left in it
+                if gone:  # an envelope copied into a newer generation counts once
+                    gone_by_bucket.setdefault(key[0], set()).update(r.hash for r in gone)
+            doomed = sum(len(h) for h in gone_by_bucket.values())
+            touched = set(gone_by_bucket)
             deletes += await self._topic_partitions_below(days, target)
         if not request.dry_run:
             await self.cat.record_erasures(new, self._erasure_ttl(horizon, applied))
@@ -248,22 +246,33 @@ class Maintenance:
         return out
 
     # ------------------------------------------------------------------ stats
-    async def stats(self, now: int, exact_max_partitions: int) -> Stats:
+    async def stats(self, now: int, exact_max_rows: int) -> Stats:
         """Visible envelopes and topics, oldest/newest ``sent``.
 
-        Exact while the time partitions number at most ``exact_max_partitions``: they are scanned without the
-        raw bytes. Beyond that, counting every row would be a full table scan through Python, so the envelope
-        count is the server-side ``COUNT(*)`` of unexpired rows per partition (erasures not applied), topics
-        come from the day catalogue and oldest/newest from the first and last non-empty buckets
-        (``detail["estimated"] = 1``).
+        First the server counts unexpired rows per time partition (``COUNT(*)``, no rows shipped). When that
+        total is at most ``exact_max_rows`` the partitions are scanned without their raw bytes and every
+        figure is exact (erasures applied, copies in two shard generations counted once). Above it, exact
+        figures would mean shipping every row through Python, so ``envelopes`` is the server count of the
+        current generations (erasures not applied), ``topics`` comes from the day catalogue, oldest/newest
+        from the first and last non-empty buckets, and ``detail["estimated"]`` is 1.
         """
         buckets, erasures = await asyncio.gather(self.cat.buckets(*ALL_BUCKETS, now), self.cat.erasures())
+        detail = {"buckets": len(buckets), "erasures": len(erasures.items), "estimated": 0}
         if not buckets:
-            return Stats(0, 0, None, None, "cassandra", {"partitions": 0, "estimated": 0})
+            return Stats(0, 0, None, None, "cassandra", detail)
         plan = await self.cat.plan(TIME_TABLE, buckets[0], buckets[-1])
-        keys = [(b, s) for b in buckets for s in plan.all_shards(b)]
-        detail = {"partitions": len(keys), "buckets": len(buckets), "erasures": len(erasures.items)}
-        if len(keys) <= exact_max_partitions:
+        current = [(b, s) for b in buckets for s in plan.current_shards(b)]
+        q = self.cat.q
+        pages = await asyncio.gather(
+            *(
+                self.cat.bridge.fetch(q.count_time, (*k, MIN_SENT, FF, MAX_SENT, ZERO, now), what="stats")
+                for k in current
+            )
+        )
+        counted = sum(int(p.rows[0][0]) for p in pages)
+        detail["rows_unexpired"] = counted
+        if counted <= exact_max_rows:
+            keys = [(b, s) for b in buckets for s in plan.all_shards(b)]
             scans = await asyncio.gather(
                 *(self._scan(TIME_TABLE, k, None, MIN_SENT + 1, MAX_SENT - 1) for k in keys)
             )
@@ -283,26 +292,12 @@ class Maintenance:
                 "cassandra",
                 detail,
             )
-        q = self.cat.q
-        current = [(b, s) for b in buckets for s in plan.current_shards(b)]
-        pages = await asyncio.gather(
-            *(
-                self.cat.bridge.fetch(q.count_time, (*k, MIN_SENT, FF, MAX_SENT, ZERO, now), what="stats")
-                for k in current
-            )
-        )
         days = sorted({b * self.bucket_seconds // 86400 for b in buckets})
         catalogue = await self.cat.topics_on(days, now)
-        edges = [await self._edge(TIME_TABLE, plan, bs, now, erasures) for bs in (buckets, buckets[::-1])]
+        oldest = await self._edge(TIME_TABLE, plan, buckets, now, erasures)
+        newest = await self._edge(TIME_TABLE, plan, buckets[::-1], now, erasures)
         detail["estimated"] = 1
-        return Stats(
-            sum(int(p.rows[0][0]) for p in pages),
-            len(set().union(*catalogue.values())),
-            edges[0],
-            edges[1],
-            "cassandra",
-            detail,
-        )
+        return Stats(counted, len(set().union(*catalogue.values())), oldest, newest, "cassandra", detail)
 
     async def _edge(
         self, table: str, plan: ShardPlan, buckets: Sequence[int], now: int, er: Erasures

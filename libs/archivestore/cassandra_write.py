@@ -1,8 +1,10 @@
 """``put`` on Cassandra: a batch of envelopes becomes idempotent upserts (docs/archive.md).
 
 Per envelope: one row in ``envelopes_by_time``, one in ``envelopes_by_topic``, one ``envelope_keys`` row per
-hash (envelope, and message when known), plus the day/topic catalogue once per distinct entry in the batch.
-Every row is written ``USING TTL`` from the retention policy; nothing is read to decide what to write.
+hash (envelope, and message when known), plus the bucket and day/topic catalogues once per distinct entry in
+the batch. Every row is written ``USING TTL`` from the retention policy; nothing is read to decide what to
+write. Rows of one partition go in UNLOGGED batches kept under Cassandra's 5 KiB batch warning (four
+1 KiB envelopes); key rows, one partition each, are batched by replica set (``group_by_replicas``).
 
 Statements go in two phases: data and catalogue rows first, key rows only after all of those were
 acknowledged. A key row therefore implies its data rows are durable, which makes ``contains`` (used to skip
@@ -45,7 +47,6 @@ class PutPlan:
     data: list[Statement] = field(default_factory=list)
     keys: list[Statement] = field(default_factory=list)
     written: list[int] = field(default_factory=list)  # indexes of items that are written
-    rows: int = 0
 
 
 class _Grouper:
@@ -129,7 +130,6 @@ def plan_put(
         shard = topic_plan.shard_for(day, env.hash)
         trow = (env.sent, env.hash, env.expiry, env.raw, msg, expires_at, raw_len, row_ttl)
         topic_rows.add((env.topic, day, shard), size, q.ins_topic.bind((env.topic, day, shard, *trow)))
-        plan.rows += 2
         key_row = (env.sent, env.hash, KIND_ENVELOPE, env.topic, expires_at, row_ttl)
         plan.keys.append(q.ins_key.bind((env.hash, *key_row)))
         if env.message_hash is not None:

@@ -112,8 +112,17 @@ def keyspace_name(module: str) -> str:
 
 @pytest.fixture(scope="module")
 def cassandra_keyspace(request: pytest.FixtureRequest, cassandra_admin: Any) -> Iterator[str]:
-    """A keyspace of this module (created by the first store that opens it), dropped when the module ends."""
+    """A keyspace of this module (created by the first store that opens it), dropped when the module ends.
+
+    Keyspaces this module left behind in a run that died (its pid is gone) are dropped first.
+    """
     name = keyspace_name(request.module.__name__)
+    prefix = name.rsplit("_", 1)[0] + "_"
+    rows = admin_execute(cassandra_admin, "SELECT keyspace_name FROM system_schema.keyspaces")
+    for (other,) in rows:
+        pid = other.removeprefix(prefix)
+        if other.startswith(prefix) and pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            admin_execute(cassandra_admin, f"DROP KEYSPACE IF EXISTS {other}")
     admin_execute(cassandra_admin, f"DROP KEYSPACE IF EXISTS {name}")
     yield name
     admin_execute(cassandra_admin, f"DROP KEYSPACE IF EXISTS {name}")

@@ -324,3 +324,20 @@ async def test_bucket_info_of_a_missing_partition_deletes_nothing(cstore: Cassan
     await cstore.put(items([env(BASE)]), now=BASE)
     assert await cstore.delete_buckets([BucketInfo(TIME_TABLE, BASE // 3600 + 5, 0, 0, 0)]) == 0
     assert (await cstore.stats(now=BASE)).envelopes == 1
+
+
+async def test_stats_above_the_exact_limit_is_estimated_from_server_counts(
+    cassandra_node: ctl.NodeConfig, cassandra_admin: Any, cassandra_keyspace: str
+) -> None:
+    cf.truncate_keyspace(cassandra_admin, cassandra_keyspace)
+    store = open_store(cassandra_node, cassandra_keyspace, KEEP, stats_exact_max_rows=0)
+    await store.open()
+    try:
+        envs = [env(BASE + i * 600, TOPICS[i % 4], i) for i in range(30)]  # 5 hours, 4 topics
+        await store.put(items(envs), now=BASE)
+        stats = await store.stats(now=BASE)
+        assert (stats.envelopes, stats.topics) == (30, 4)
+        assert (stats.oldest_sent, stats.newest_sent) == (BASE, BASE + 29 * 600)
+        assert stats.detail["estimated"] == 1
+    finally:
+        await store.close()
