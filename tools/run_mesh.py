@@ -32,7 +32,12 @@ OFFSETS = {"edge_peer": 1, "ingest": 2, "archive": 3, "history": 4}
 
 
 def mesh_specs(
-    archive: str, state_dir: Path, *, grpc_base: int = 50050, metrics_base: int = 9150
+    archive: str,
+    state_dir: Path,
+    *,
+    grpc_base: int = 50050,
+    metrics_base: int = 9150,
+    devp2p_port: int = 30303,
 ) -> list[ServiceSpec]:
     """The services in start order, on ``base + offset`` ports (defaults are DESIGN.md's ports)."""
     grpc_port = {name: grpc_base + off for name, off in OFFSETS.items()}
@@ -66,6 +71,18 @@ def mesh_specs(
                 "HISTORY_METRICS_PORT": str(metrics_port["history"]),
                 "HISTORY_ARCHIVE_ADDR": addr["archive"],
                 "HISTORY_CURSOR_SECRET_FILE": str(state_dir / "cursor.secret"),
+            },
+        ),
+        ServiceSpec(
+            "edge_peer",
+            "services.edge_peer",
+            {
+                "EDGE_GRPC_PORT": str(grpc_port["edge_peer"]),
+                "EDGE_METRICS_PORT": str(metrics_port["edge_peer"]),
+                "EDGE_LISTEN_PORT": str(devp2p_port),
+                "EDGE_NODE_KEY_FILE": str(state_dir / "edge-peer.nodekey"),
+                "EDGE_INGEST_ADDR": addr["ingest"],
+                "EDGE_HISTORY_ADDR": addr["history"],
             },
         ),
     ]
@@ -135,10 +152,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grace", type=float, default=15.0, help="seconds to wait for a clean stop")
     parser.add_argument("--grpc-base-port", type=int, default=50050, help="gRPC port = base + service offset")
     parser.add_argument("--metrics-base-port", type=int, default=9150, help="metrics port = base + offset")
+    parser.add_argument("--devp2p-port", type=int, default=30303, help="the edge peer's RLPx TCP port")
     ns = parser.parse_args(argv)
     ns.state_dir.mkdir(parents=True, exist_ok=True)
     specs = mesh_specs(
-        ns.archive, ns.state_dir, grpc_base=ns.grpc_base_port, metrics_base=ns.metrics_base_port
+        ns.archive,
+        ns.state_dir,
+        grpc_base=ns.grpc_base_port,
+        metrics_base=ns.metrics_base_port,
+        devp2p_port=ns.devp2p_port,
     )
     return asyncio.run(run(specs, ns.grace))
 

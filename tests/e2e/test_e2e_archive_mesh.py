@@ -28,7 +28,7 @@ from wakucodec.envelope import Envelope
 from wakucodec.pow import seal
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVICES = {"ingest": 2, "archive": 3, "history": 4}  # tools/run_mesh.py OFFSETS
+SERVICES = {"edge_peer": 1, "ingest": 2, "archive": 3, "history": 4}  # tools/run_mesh.py OFFSETS
 TOPICS = [bytes([0xE2, 0xE0, 0x00, i]) for i in range(4)] + [
     bytes.fromhex("0a1b2c08"),
     bytes.fromhex("5d6e7f08"),
@@ -80,6 +80,8 @@ class Mesh:
             str(self.grpc_base),
             "--metrics-base-port",
             str(self.metrics_base),
+            "--devp2p-port",
+            str(self.grpc_base + 5),  # _free_base checked base+1 … base+5
             "--grace",
             "10",
         ]

@@ -1,0 +1,5 @@
+"""``python -m mailmeshcli``."""
+
+from mailmeshcli.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,183 @@
+"""Ingest and history-query as the edge peer sees them (implement ``forwarder.IngestPort`` and
+``history.HistoryPort``).
+
+- :class:`IngestClient` opens ``IngestService.Ingest`` (bidi) with no deadline: the stream lives as long as
+  the process; the forwarder reconnects when it ends. Failures come back as :mod:`meshcore.errors`.
+- :class:`HistoryClient` runs ``HistoryQueryService.Query`` with a deadline of the mailserver request
+  timeout (or what is left of the calling RPC's deadline).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+import grpc.aio
+from google.protobuf import timestamp_pb2
+from opentelemetry import trace
+from prometheus_client import REGISTRY, CollectorRegistry
+
+from mailmesh.history.v1 import history_pb2, history_pb2_grpc
+from mailmesh.ingest.v1 import ingest_pb2, ingest_pb2_grpc
+from meshcore import make_channel, remaining_timeout, translate_rpc_error
+from meshcore.errors import Internal
+from services.edge_peer.forwarder import IngestAck, OutgoingBatch
+from wakunode.ports import HistoryBatch, HistoryComplete, HistoryQuery
+
+__all__ = ["HISTORY_SERVICE", "INGEST_SERVICE", "HistoryClient", "IngestClient", "to_history_request"]
+
+INGEST_SERVICE = "mailmesh.ingest.v1.IngestService"
+HISTORY_SERVICE = "mailmesh.history.v1.HistoryQueryService"
+_SOURCE_MAX = 128
+
+
+def _end(call: object) -> None:
+    """Cancel a call that may be wrapped by the client interceptors (then cancelling it ends the wrapper)."""
+    cancel = getattr(call, "cancel", None)
+    if cancel is not None:
+        cancel()
+
+
+def _timestamp(unix: float) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    seconds = int(unix)
+    stamp.seconds, stamp.nanos = seconds, int((unix - seconds) * 1e9)
+    return stamp
+
+
+class IngestClient:
+    """The Ingest bidi stream."""
+
+    def __init__(self, channel: grpc.aio.Channel, *, source: str) -> None:
+        self._channel = channel
+        self._stub = ingest_pb2_grpc.IngestServiceStub(channel)
+        self._source = source.encode()[:_SOURCE_MAX].decode(errors="ignore")
+
+    @classmethod
+    def connect(
+        cls,
+        target: str,
+        *,
+        source: str,
+        max_message_bytes: int,
+        registry: CollectorRegistry = REGISTRY,
+        tracer_provider: trace.TracerProvider | None = None,
+    ) -> IngestClient:
+        """Open a channel to ingest (call from a coroutine)."""
+        channel = make_channel(
+            target,
+            service_name=INGEST_SERVICE,
+            timeout_s=3600.0,  # the service-config default; the stream itself is opened without a deadline
+            max_message_bytes=max_message_bytes,
+            registry=registry,
+            tracer_provider=tracer_provider,
+            # Reconnect quickly after an ingest restart (gRPC's default backoff grows to 120 s).
+            options=[("grpc.max_reconnect_backoff_ms", 2000), ("grpc.initial_reconnect_backoff_ms", 100)],
+        )
+        return cls(channel, source=source)
+
+    def _request(self, batch: OutgoingBatch) -> ingest_pb2.IngestBatch:
+        return ingest_pb2.IngestBatch(
+            batch_id=batch.batch_id,
+            envelopes=batch.envelopes,
+            source_peer_id=batch.source_peer_id,
+            received_at=_timestamp(batch.received_at),
+            source=self._source,
+        )
+
+    async def stream(self, batches: AsyncIterator[OutgoingBatch]) -> AsyncIterator[IngestAck]:
+        """One Ingest stream (forwarder.IngestPort)."""
+
+        async def requests() -> AsyncIterator[ingest_pb2.IngestBatch]:
+            async for batch in batches:
+                yield self._request(batch)
+
+        call = self._stub.Ingest(requests(), wait_for_ready=True)
+        try:
+            async for ack in call:
+                yield IngestAck(ack.batch_id, ack.accepted, ack.duplicates, len(ack.rejections))
+        except grpc.aio.AioRpcError as err:
+            raise translate_rpc_error(err) from err
+        finally:
+            _end(call)
+
+    async def close(self) -> None:
+        """Close the channel."""
+        await self._channel.close()
+
+
+def to_history_request(query: HistoryQuery) -> history_pb2.HistoryQueryRequest:
+    """The HistoryQueryRequest for a decoded 0x7e (already normalized by wakunode).
+
+    ``upper`` is the bound the requester *sent* when wakunode knows it (0 stays 0): history-query binds its
+    cursors to the requested query, and "now + 60" moves every second, so forwarding the computed bound would
+    make every second page of an ``upper = 0`` walk fail as a foreign cursor.
+    """
+    request = query.request
+    upper = request.upper if query.requested_upper is None else query.requested_upper
+    return history_pb2.HistoryQueryRequest(
+        lower=request.lower,
+        upper=upper,
+        bloom=b"" if request.topics else (request.bloom or b""),
+        topics=list(request.topics),
+        limit=request.limit,
+        cursor=request.cursor,
+        max_batch_bytes=query.max_batch_bytes,
+        max_batch_envelopes=query.max_batch_envelopes,
+        requester_peer_id=query.requester_id,
+        request_id=query.request_id,
+    )
+
+
+class HistoryClient:
+    """HistoryQueryService.Query."""
+
+    def __init__(self, channel: grpc.aio.Channel, *, timeout_s: float) -> None:
+        self._channel = channel
+        self._stub = history_pb2_grpc.HistoryQueryServiceStub(channel)
+        self._timeout_s = timeout_s
+
+    @classmethod
+    def connect(
+        cls,
+        target: str,
+        *,
+        timeout_s: float,
+        max_message_bytes: int,
+        registry: CollectorRegistry = REGISTRY,
+        tracer_provider: trace.TracerProvider | None = None,
+    ) -> HistoryClient:
+        """Open a channel to history-query (call from a coroutine)."""
+        channel = make_channel(
+            target,
+            service_name=HISTORY_SERVICE,
+            timeout_s=timeout_s,
+            max_message_bytes=max_message_bytes,
+            registry=registry,
+            tracer_provider=tracer_provider,
+            options=[("grpc.max_reconnect_backoff_ms", 2000), ("grpc.initial_reconnect_backoff_ms", 100)],
+        )
+        return cls(channel, timeout_s=timeout_s)
+
+    async def query(self, query: HistoryQuery) -> AsyncIterator[HistoryBatch | HistoryComplete]:
+        """Batches, then the completion (history.HistoryPort)."""
+        call = self._stub.Query(to_history_request(query), timeout=remaining_timeout(self._timeout_s))
+        try:
+            async for response in call:
+                kind = response.WhichOneof("kind")
+                if kind == "batch":
+                    yield HistoryBatch(list(response.batch.envelopes))
+                elif kind == "complete":
+                    done = response.complete
+                    yield HistoryComplete(done.next_cursor, done.last_envelope_hash)
+                    return
+                else:
+                    raise Internal("history-query sent an empty response message")
+        except grpc.aio.AioRpcError as err:
+            raise translate_rpc_error(err) from err
+        finally:
+            _end(call)
+
+    async def close(self) -> None:
+        """Close the channel."""
+        await self._channel.close()
