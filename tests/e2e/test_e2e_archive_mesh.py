@@ -71,6 +71,7 @@ class Mesh:
         return f"127.0.0.1:{self.grpc_base + SERVICES[service]}"
 
     def start(self) -> None:
+        """Start the runner and wait until every service is SERVING."""
         cmd = [
             sys.executable,
             str(ROOT / "tools" / "run_mesh.py"),
@@ -134,10 +135,10 @@ class Mesh:
 @pytest.fixture
 def mesh(tmp_path: Path) -> Iterator[Mesh]:
     m = Mesh(tmp_path / "state", _free_base(), _free_base())
-    m.start()
     try:
+        m.start()
         yield m
-    finally:
+    finally:  # also when start() failed half-way: never leave a runner (and its services) behind
         if m.proc is not None and m.proc.poll() is None:
             m.stop()
 
