@@ -84,8 +84,8 @@ fmt: bootstrap ## Format and auto-fix
 	$(VENV)/bin/ruff check --fix .
 
 .PHONY: bench
-bench: bootstrap ## Benchmarks; results written to bench/results/*.json and summarised in README
-	$(PY) -m bench.run --out bench/results
+bench: bootstrap ## Benchmarks (BENCH_ARGS="--quick" for a smoke run); results in bench/results, summary in README
+	$(PY) -m bench.run --out bench/results $(BENCH_ARGS)
 
 .PHONY: clean
 clean: ## Remove generated code and caches (keeps the virtualenv and downloads)

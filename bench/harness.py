@@ -47,31 +47,37 @@ def rate(
     repeats: int = 5,
     min_time_s: float = 0.2,
     target: float | None = None,
+    cpu: bool = False,
 ) -> Result:
     """Measure ``fn``'s throughput in operations per second (best of ``repeats`` timed rounds).
 
     Each round calls ``fn`` until at least ``min_time_s`` has passed, so tiny operations are timed over
     many calls and clock resolution does not matter.
+
+    ``cpu=True`` divides by this process's CPU time instead of wall time: operations per CPU-second, which
+    other jobs on a shared machine barely move (wall-clock rates go into ``detail``). Only meaningful for
+    work that runs on this process's threads.
     """
     fn()  # warm caches and lazy imports outside the timed rounds
     rates: list[float] = []
+    wall_rates: list[float] = []
     for _ in range(repeats):
         calls = 0
         start = time.perf_counter()
+        cpu_start = time.process_time()
         while True:
             fn()
             calls += 1
             elapsed = time.perf_counter() - start
             if elapsed >= min_time_s:
                 break
-        rates.append(calls * ops_per_call / elapsed)
-    return Result(
-        name=name,
-        value=round(max(rates), 1),
-        unit=unit,
-        detail={"median": round(statistics.median(rates), 1), "repeats": repeats},
-        target=target,
-    )
+        cpu_elapsed = max(time.process_time() - cpu_start, 1e-9)
+        wall_rates.append(calls * ops_per_call / elapsed)
+        rates.append(calls * ops_per_call / (cpu_elapsed if cpu else elapsed))
+    detail: dict[str, Any] = {"median": round(statistics.median(rates), 1), "repeats": repeats}
+    if cpu:
+        detail.update(clock="process CPU time", wall_best=round(max(wall_rates), 1))
+    return Result(name=name, value=round(max(rates), 1), unit=unit, detail=detail, target=target)
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -81,3 +87,24 @@ def percentile(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
     rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
     return ordered[rank]
+
+
+@dataclass
+class BenchConfig:
+    """Run-wide settings the runner sets before calling the suites (``python -m bench.run --quick``)."""
+
+    quick: bool = False
+    """Reduced sizes: check that every suite runs end to end (figures are not comparable to full runs)."""
+
+
+_CONFIG = BenchConfig()
+
+
+def configure(*, quick: bool) -> None:
+    """Set the run-wide settings (called by ``bench.run``)."""
+    _CONFIG.quick = quick
+
+
+def config() -> BenchConfig:
+    """The run-wide settings."""
+    return _CONFIG

@@ -1,0 +1,577 @@
+"""Shared helpers of the ``make bench`` suites: workloads, services on free ports, CPU accounting, statistics.
+
+Workloads are deterministic (seeded) and shaped like Status traffic rather than like a micro-benchmark:
+
+- **Topics**: 1,000 topics with Zipf(s = 1.2) popularity, so a few public-chat-like topics are hot and most
+  are sparse; the 10 hottest carry about 57 % of the envelopes (:class:`TopicModel`).
+- **Sizes**: ``data`` is random (encrypted payloads do not compress) and padded to 256-byte steps as Waku
+  clients pad, 256 B – 4 KiB with a mean of about 1 KiB (:data:`DATA_SIZES`); ingest uses exactly 1 KiB.
+
+Services run as their own processes (``python -m services.<name>``), as deployed, on free loopback ports; the
+benchmark process is only the client, so the three processes share the machine's two cores the way a
+single-node deployment would. :class:`CpuMeter` reads each process's CPU time from ``/proc`` and the
+machine's busy time from ``/proc/stat``, so every figure says which process spent the time and how much CPU
+other work on the machine took meanwhile (the team shares these machines).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import itertools
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import grpc.aio
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from archivestore.types import StoredEnvelope
+from bench.harness import percentile
+from wakucodec.constants import STATUS_MIN_POW
+from wakucodec.envelope import make_envelope
+from wakucodec.pow import seal
+from wakucodec.wakumessage import DEFAULT_PUBSUB_TOPIC, message_from_v1, message_hash
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / ".cache" / "bench"
+WORK = CACHE / "work"
+LOGS = CACHE / "logs"
+PROFILES = CACHE / "profiles"
+
+ARCHIVE_SERVICE = "mailmesh.archive.v1.ArchiveService"
+INGEST_SERVICE = "mailmesh.ingest.v1.IngestService"
+HISTORY_SERVICE = "mailmesh.history.v1.HistoryQueryService"
+
+#: Keyspace of every Cassandra measurement; created fresh and dropped afterwards (never the team's).
+BENCH_KEYSPACE = "mailmesh_bench"
+#: Payload sizes (bytes, weight %): Waku pads payloads to 256-byte blocks; mean ≈ 1 KiB.
+DATA_SIZES: tuple[tuple[int, int], ...] = (
+    (256, 25),
+    (512, 20),
+    (768, 15),
+    (1024, 15),
+    (1536, 10),
+    (2048, 10),
+    (4096, 5),
+)
+MIB = 1 << 20
+
+
+# ------------------------------------------------------------------------------------------------ stats
+
+
+def summarize_ms(samples_s: Sequence[float]) -> dict[str, float]:
+    """p50/p90/p99/max/mean in milliseconds (nearest rank) and the sample count."""
+    if not samples_s:
+        return {"n": 0}
+    ms = [s * 1000 for s in samples_s]
+    return {
+        "n": len(ms),
+        "p50_ms": round(percentile(ms, 50), 2),
+        "p90_ms": round(percentile(ms, 90), 2),
+        "p99_ms": round(percentile(ms, 99), 2),
+        "max_ms": round(max(ms), 2),
+        "mean_ms": round(statistics.fmean(ms), 2),
+    }
+
+
+def env_int(name: str, default: int) -> int:
+    """An integer override from the environment (``BENCH_*`` sizes), else ``default``."""
+    raw = os.environ.get(name, "").strip()
+    return int(raw.replace("_", "")) if raw else default
+
+
+# ------------------------------------------------------------------------------------------------ CPU
+
+
+def proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (and of its finished, waited-for children)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_s() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, from ``/proc/stat`` (all cores)."""
+    parts = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = parts[3] + parts[4]  # idle + iowait
+    total = sum(parts[:8])  # guest time is already inside user/nice
+    tick = os.sysconf("SC_CLK_TCK")
+    return (total - idle) / tick, total / tick
+
+
+@dataclass
+class CpuMeter:
+    """CPU seconds spent by named processes over a measured interval, and by everything else on the machine.
+
+    ``other_cpu_s`` is the machine's busy time minus ours: work of other people (or Cassandra when it is not
+    one of the named processes). Divide by the wall time for cores used.
+    """
+
+    pids: Mapping[str, int]
+    _start: dict[str, float] = field(default_factory=dict)
+    _busy0: float = 0.0
+    _wall0: float = 0.0
+    _load0: float = 0.0
+
+    def __enter__(self) -> CpuMeter:
+        self._start = {name: proc_cpu_s(pid) for name, pid in self.pids.items()}
+        self._busy0 = machine_busy_s()[0]
+        self._wall0 = time.perf_counter()
+        self._load0 = os.getloadavg()[0]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall_s = time.perf_counter() - self._wall0
+        self.cpu_s = {name: proc_cpu_s(pid) - self._start[name] for name, pid in self.pids.items()}
+        busy = machine_busy_s()[0] - self._busy0
+        self.other_cpu_s = max(0.0, busy - sum(self.cpu_s.values()))
+        self.machine_busy_s = busy
+        self.load = (self._load0, os.getloadavg()[0])
+
+    def report(self, per: int | None = None, unit: str = "op") -> dict[str, Any]:
+        """Cores used per process (and per ``unit`` in ms when ``per`` is given), plus other load."""
+        wall = max(self.wall_s, 1e-9)
+        out: dict[str, Any] = {
+            "wall_s": round(self.wall_s, 2),
+            "cores_used": {name: round(cpu / wall, 2) for name, cpu in self.cpu_s.items()},
+            "other_cores_used": round(self.other_cpu_s / wall, 2),
+            "loadavg_1m": [round(v, 1) for v in self.load],
+        }
+        if per:
+            out[f"cpu_ms_per_{unit}"] = {name: round(cpu / per * 1000, 3) for name, cpu in self.cpu_s.items()}
+        return out
+
+
+# ------------------------------------------------------------------------------------------------ workload
+
+
+@dataclass(frozen=True)
+class TopicModel:
+    """``count`` topics with Zipf(``s``) popularity; topic ``k`` (0-based) has weight ``1 / (k + 1) ** s``."""
+
+    count: int = 1000
+    s: float = 1.2
+    topics: tuple[bytes, ...] = field(init=False)
+    cumulative: tuple[float, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        # Spread over the 4-byte space like real topics (derived from keccak of a name); 0xbe is a marker.
+        topics = tuple(b"\xbe" + k.to_bytes(3, "big") for k in range(self.count))
+        weights = [1 / (k + 1) ** self.s for k in range(self.count)]
+        object.__setattr__(self, "topics", topics)
+        object.__setattr__(self, "cumulative", tuple(itertools.accumulate(weights)))
+
+    def share(self, k: int) -> float:
+        """Fraction of envelopes on the ``k`` hottest topics."""
+        return self.cumulative[k - 1] / self.cumulative[-1]
+
+    def hottest(self, k: int) -> list[bytes]:
+        """The ``k`` most popular topics."""
+        return list(self.topics[:k])
+
+    def pick(self, rng: random.Random) -> bytes:
+        """One topic, by popularity."""
+        x = rng.random() * self.cumulative[-1]
+        return self.topics[min(bisect.bisect_left(self.cumulative, x), self.count - 1)]
+
+    def pick_distinct(self, rng: random.Random, k: int) -> list[bytes]:
+        """``k`` distinct topics, by popularity (what a client subscribed to active chats asks for)."""
+        chosen: dict[bytes, None] = {}
+        while len(chosen) < k:
+            chosen[self.pick(rng)] = None
+        return list(chosen)
+
+
+class Payloads:
+    """Random payload bytes without paying ``randbytes`` per envelope: slices of one random buffer.
+
+    Every envelope still gets a distinct hash (the nonce differs); the bytes are incompressible like
+    encrypted payloads.
+    """
+
+    def __init__(self, rng: random.Random, size: int = 8 * MIB) -> None:
+        self._buf = rng.randbytes(size)
+        self._rng = rng
+        self._sizes = [size for size, _ in DATA_SIZES]
+        self._cum = list(itertools.accumulate(weight for _, weight in DATA_SIZES))
+
+    def size(self) -> int:
+        """A payload size from :data:`DATA_SIZES`."""
+        return self._sizes[bisect.bisect_right(self._cum, self._rng.randrange(self._cum[-1]))]
+
+    def take(self, size: int) -> bytes:
+        """``size`` random-looking bytes."""
+        offset = self._rng.randrange(len(self._buf) - size)
+        return self._buf[offset : offset + size]
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One generated envelope with every field the ingest, archive and store APIs ask for."""
+
+    raw: bytes
+    hash: bytes
+    expiry: int
+    ttl: int
+    topic: bytes
+    nonce: int
+    message_hash: bytes
+
+    @property
+    def sent(self) -> int:
+        """``expiry - ttl``."""
+        return self.expiry - self.ttl
+
+    def stored(self) -> StoredEnvelope:
+        """As the archive store takes it."""
+        return StoredEnvelope(self.sent, self.hash, self.topic, self.expiry, self.raw, self.message_hash)
+
+
+def make_sample(
+    sent: int, ttl: int, topic: bytes, data: bytes, nonce: int, *, pow_target: float = 0
+) -> Sample:
+    """Encode one envelope and compute its envelope and 14/WAKU2 message hashes (as ingest does).
+
+    With ``pow_target`` the nonce is mined (Go's ``Seal``) instead of taken from ``nonce``.
+    """
+    if pow_target > 0:
+        env = seal(sent + ttl, ttl, topic, data, target_pow=pow_target, work_time_s=60)
+    else:
+        env = make_envelope(expiry=sent + ttl, ttl=ttl, topic=topic, data=data, nonce=nonce)
+    msg = message_hash(DEFAULT_PUBSUB_TOPIC, message_from_v1(topic, data, sent))
+    return Sample(env.raw, env.hash, env.expiry, ttl, topic, env.nonce, msg)
+
+
+def ingest_samples(
+    count: int,
+    *,
+    now: int,
+    data_size: int = 1024,
+    span_s: int = 3600,
+    ttl: int = 7200,
+    seed: int = 1,
+    pow_target: float = STATUS_MIN_POW,
+) -> list[Sample]:
+    """``count`` envelopes of ``data_size`` bytes sent over the ``span_s`` seconds before ``now``, in order.
+
+    ``ttl`` keeps them unexpired for the whole run (ingest validates against the batch's ``received_at``);
+    nonces are mined to ``pow_target`` (status-go's node minimum by default) as a client's ``Seal`` does,
+    so ingest accepts every one. The first 8 data bytes are the index: no two envelopes are equal.
+    """
+    rng = random.Random(seed)
+    topics = TopicModel()
+    payloads = Payloads(rng)
+    base = now - span_s
+    tag = seed << 40
+    return [
+        make_sample(
+            base + i * span_s // count,
+            ttl,
+            topics.pick(rng),
+            (tag + i).to_bytes(8, "big") + payloads.take(data_size - 8),
+            0,
+            pow_target=pow_target,
+        )
+        for i in range(count)
+    ]
+
+
+@dataclass(frozen=True)
+class HistoryDataset:
+    """The history workload: ``rows`` envelopes sent in one day from ``start``, topics by :class:`TopicModel`.
+
+    1 M envelopes in a day is 11.6 envelopes/s, about the status.prod fleet's whole rate
+    (~10 msg/s, reference/perf-reliability.md §1b) in one archive. Sent times are uniform over the day and
+    envelopes are generated (and loaded) in sent order, as an archive fills.
+    """
+
+    rows: int
+    start: int = 1_700_000_000
+    span_s: int = 86_400
+    seed: int = 20261122
+    ttl: int = 50
+    #: Changes whenever the generated content changes; part of the cache key.
+    version: int = 1
+    topics: TopicModel = field(default_factory=TopicModel)
+
+    @property
+    def key(self) -> str:
+        """Cache key: version, size and seed."""
+        return f"v{self.version}-{self.rows}-s{self.seed}"
+
+    def batches(self, size: int) -> Iterator[list[Sample]]:
+        """The dataset in sent order, ``size`` envelopes at a time (deterministic)."""
+        rng = random.Random(self.seed)
+        # Sorted uniform sent times, generated as a sorted sequence directly (exponential spacings).
+        payloads = Payloads(rng)
+        gaps = [rng.expovariate(1.0) for _ in range(self.rows + 1)]
+        scale = self.span_s / sum(gaps)
+        at = 0.0
+        batch: list[Sample] = []
+        for i in range(self.rows):
+            at += gaps[i] * scale
+            sent = self.start + min(int(at), self.span_s - 1)
+            data = payloads.take(payloads.size())
+            batch.append(make_sample(sent, self.ttl, self.topics.pick(rng), data, i))
+            if len(batch) == size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+
+# ------------------------------------------------------------------------------------------------ services
+
+
+def free_port() -> int:
+    """A currently free TCP port on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _clean_env() -> dict[str, str]:
+    prefixes = ("ARCHIVE_", "HISTORY_", "INGEST_", "MAILMESH_", "OTEL_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+    env["MAILMESH_LOG_LEVEL"] = "WARNING"
+    env["MAILMESH_LOG_FORMAT"] = "text"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@dataclass
+class Service:
+    """A Mailmesh service running as ``python -m services.<module>`` on 127.0.0.1."""
+
+    name: str
+    proc: asyncio.subprocess.Process
+    port: int
+    log: Path
+    profile: Path | None = None
+
+    @property
+    def address(self) -> str:
+        """``127.0.0.1:port``."""
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        """The process id."""
+        return self.proc.pid
+
+    async def stop(self, timeout: float = 30) -> int:
+        """SIGTERM (graceful drain; a cProfile'd process writes its profile), SIGKILL if it hangs."""
+        if self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self.proc.wait(), timeout)
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+        return self.proc.returncode or 0
+
+
+async def start_service(
+    name: str,
+    module: str,
+    prefix: str,
+    env: Mapping[str, str],
+    *,
+    health_name: str,
+    profile: Path | None = None,
+    timeout: float = 120,
+) -> Service:
+    """Start ``python -m module`` with ``{prefix}_GRPC_PORT`` free and wait until ``health_name`` SERVES."""
+    port = free_port()
+    environ = {
+        **_clean_env(),
+        f"{prefix}_GRPC_HOST": "127.0.0.1",
+        f"{prefix}_GRPC_PORT": str(port),
+        f"{prefix}_METRICS_PORT": "-1",
+        f"{prefix}_SHUTDOWN_GRACE_SECONDS": "5",
+        **env,
+    }
+    LOGS.mkdir(parents=True, exist_ok=True)
+    log = LOGS / f"{name}.log"
+    argv = [sys.executable]
+    if profile is not None:
+        profile.parent.mkdir(parents=True, exist_ok=True)
+        argv += ["-m", "cProfile", "-o", str(profile)]
+    with log.open("wb") as out:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, "-m", module, cwd=ROOT, env=environ, stdout=out, stderr=subprocess.STDOUT
+        )
+    service = Service(name, proc, port, log, profile)
+    try:
+        await wait_serving(service.address, health_name, timeout, proc)
+    except BaseException:
+        await service.stop(5)
+        raise
+    return service
+
+
+async def wait_serving(
+    address: str, health_name: str, timeout: float, proc: asyncio.subprocess.Process | None = None
+) -> None:
+    """Poll ``grpc.health.v1`` until ``health_name`` is SERVING (the archive: once its store is open)."""
+    deadline = time.monotonic() + timeout
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while True:
+            if proc is not None and proc.returncode is not None:
+                raise RuntimeError(f"{health_name} exited with {proc.returncode} before serving")
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                reply = await stub.Check(health_pb2.HealthCheckRequest(service=health_name), timeout=2)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{health_name} at {address} not serving after {timeout} s")
+            await asyncio.sleep(0.2)
+
+
+def archive_env(backend: str, *, sqlite_path: Path | None = None, retention_days: int = 30) -> dict[str, str]:
+    """Archive settings for a benchmark: the chosen backend, no background duties that would add noise."""
+    env = {
+        "ARCHIVE_BACKEND": backend,
+        "ARCHIVE_RETENTION_DAYS": str(retention_days),
+        "ARCHIVE_PURGE_INTERVAL_SECONDS": "0",
+        "ARCHIVE_STATS_INTERVAL_SECONDS": "0",
+        "ARCHIVE_HEALTH_PROBE_SECONDS": "0",
+    }
+    if backend == "sqlite":
+        assert sqlite_path is not None
+        env["ARCHIVE_SQLITE_PATH"] = str(sqlite_path)
+    else:
+        from tools.cassandra import ctl
+
+        node = ctl.NodeConfig.from_env()
+        env["ARCHIVE_CASSANDRA_HOSTS"] = node.host
+        env["ARCHIVE_CASSANDRA_PORT"] = str(node.native_port)
+        env["ARCHIVE_CASSANDRA_KEYSPACE"] = BENCH_KEYSPACE
+    return env
+
+
+async def start_archive(env: Mapping[str, str], *, profile: Path | None = None) -> Service:
+    """``python -m services.archive`` with ``env`` (see :func:`archive_env`)."""
+    return await start_service(
+        "archive", "services.archive", "ARCHIVE", env, health_name=ARCHIVE_SERVICE, profile=profile
+    )
+
+
+async def start_ingest(
+    archive: Service, env: Mapping[str, str] | None = None, *, profile: Path | None = None
+) -> Service:
+    """``python -m services.ingest`` in front of ``archive``."""
+    full = {"INGEST_ARCHIVE_ADDR": archive.address, **(env or {})}
+    return await start_service(
+        "ingest", "services.ingest", "INGEST", full, health_name=INGEST_SERVICE, profile=profile
+    )
+
+
+async def start_history(
+    archive: Service, env: Mapping[str, str] | None = None, *, profile: Path | None = None
+) -> Service:
+    """``python -m services.history`` in front of ``archive`` with a fixed cursor secret."""
+    full = {
+        "HISTORY_ARCHIVE_ADDR": archive.address,
+        "HISTORY_CURSOR_SECRETS": "b5" * 32,
+        **(env or {}),
+    }
+    return await start_service(
+        "history", "services.history", "HISTORY", full, health_name=HISTORY_SERVICE, profile=profile
+    )
+
+
+def profile_path(suite: str, backend: str, service: str) -> Path | None:
+    """Where to write ``service``'s cProfile when ``BENCH_PROFILE`` names it (comma-separated), else None.
+
+    ``BENCH_PROFILE=archive,history python -m bench.run --suite history`` runs those services under
+    ``python -m cProfile``; :func:`profile_summary` turns the file into the top functions.
+    """
+    wanted = {w.strip() for w in os.environ.get("BENCH_PROFILE", "").split(",") if w.strip()}
+    if service not in wanted:
+        return None
+    return PROFILES / f"{suite}-{backend}-{service}.prof"
+
+
+def profile_summary(path: Path, top: int = 25) -> str:
+    """The ``top`` functions by own time and by cumulative time, as pstats prints them."""
+    import io
+    import pstats
+
+    out = io.StringIO()
+    stats = pstats.Stats(str(path), stream=out)
+    stats.strip_dirs().sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+    text = out.getvalue()
+    path.with_suffix(".txt").write_text(text)
+    return text
+
+
+@contextlib.asynccontextmanager
+async def running(*services: Service) -> AsyncIterator[None]:
+    """Stop ``services`` (in reverse order) when the block ends."""
+    try:
+        yield
+    finally:
+        for service in reversed(services):
+            await service.stop()
+
+
+# ------------------------------------------------------------------------------------------------ Cassandra
+
+
+@contextlib.contextmanager
+def cassandra_node() -> Iterator[None]:
+    """The local Cassandra (``make cassandra-start``): started if it is not answering, stopped again if so.
+
+    The node is the one ``tools/cassandra/ctl.py`` finds from the ``CASSANDRA_*`` variables, so a private
+    node (its own state dir and ports) can be used on a machine where others stop and start the shared one.
+    Raises with the controller's output when it cannot start: the Cassandra figures must not silently go
+    missing.
+    """
+    ctl = [sys.executable, str(ROOT / "tools" / "cassandra" / "ctl.py")]
+    status = subprocess.run([*ctl, "status"], cwd=ROOT, capture_output=True, text=True, check=False)
+    started = False
+    if status.returncode != 0:
+        print("  starting the local Cassandra (make cassandra-start)", flush=True)
+        start = subprocess.run([*ctl, "start"], cwd=ROOT, capture_output=True, text=True, check=False)
+        if start.returncode != 0:
+            raise RuntimeError(f"Cassandra did not start:\n{start.stdout}\n{start.stderr}")
+        started = True
+    try:
+        yield
+    finally:
+        if started:
+            subprocess.run([*ctl, "stop"], cwd=ROOT, capture_output=True, check=False)
+
+
+def cassandra_pid() -> int | None:
+    """The pid of the local Cassandra JVM on the default CQL port, if the controller recorded one."""
+    from tools.cassandra import ctl
+
+    with contextlib.suppress(Exception):
+        return ctl.running_pid(ctl.NodeConfig.from_env())
+    return None
+
+
+def drop_bench_keyspace() -> None:
+    """DROP KEYSPACE IF EXISTS :data:`BENCH_KEYSPACE` (nothing else is ever touched)."""
+    from tools.cassandra import ctl
+
+    cfg = ctl.NodeConfig.from_env()
+    with ctl.session(cfg) as session:
+        session.execute(f"DROP KEYSPACE IF EXISTS {BENCH_KEYSPACE}", timeout=120)
