@@ -1,0 +1,76 @@
+"""The SparkSession of a run: master, connector jars and the Cassandra connection settings.
+
+Under spark-submit (the CronJob) the master and deploy mode come from the command line and are left
+alone; a plain ``python -m spark.archive_job`` (make targets, tests) runs on ``ARCHIVE_JOB_SPARK_MASTER``,
+``local[2]`` by default, with the connector jars from ``make spark-fetch`` in ``spark.jars``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark import SparkConf
+from pyspark.sql import SparkSession
+
+from spark.archive_job.config import ArchiveConfig, JobConfig
+
+__all__ = ["CASSANDRA_EXTENSIONS", "cassandra_settings", "start_spark"]
+
+CASSANDRA_EXTENSIONS = "com.datastax.spark.connector.CassandraSparkExtensions"
+
+
+def cassandra_settings(archive: ArchiveConfig) -> dict[str, str]:
+    """Connector settings from the archive's own Cassandra settings.
+
+    Reads and writes use the archive's consistency (LOCAL_QUORUM by default, not the connector's
+    LOCAL_ONE for reads): a copy must see every write the archive acknowledged. ``ignoreNulls`` keeps a
+    null column unset instead of writing a tombstone (reference/infra.md §4.2).
+    """
+    out = {
+        "spark.sql.extensions": CASSANDRA_EXTENSIONS,
+        "spark.cassandra.connection.host": ",".join(archive.cassandra_hosts),
+        "spark.cassandra.connection.port": str(archive.cassandra_port),
+        "spark.cassandra.input.consistency.level": archive.cassandra_consistency,
+        "spark.cassandra.output.consistency.level": archive.cassandra_consistency,
+        "spark.cassandra.output.ignoreNulls": "true",
+    }
+    if archive.cassandra_local_dc:
+        out["spark.cassandra.connection.localDC"] = archive.cassandra_local_dc
+    return out
+
+
+def start_spark(
+    job: JobConfig, archive: ArchiveConfig, app_name: str = "mailmesh-archive-job"
+) -> SparkSession:
+    """Create (or join) the session for a run."""
+    builder = SparkSession.builder.appName(app_name)
+    conf = SparkConf()
+    master = conf.get("spark.master", None) or job.spark_master
+    if not conf.contains("spark.master"):
+        builder = builder.master(master)
+    settings = {
+        "spark.sql.shuffle.partitions": str(job.shuffle_partitions),
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+    }
+    if master.startswith("local"):
+        # Local runs: Python workers must be this interpreter (the venv, whose .pth puts libs/ and the repo
+        # on the path). PySpark takes it from PYSPARK_PYTHON only (context.py), never from spark.* conf.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        settings["spark.ui.enabled"] = "false"
+    jars = job.jar_paths()
+    if archive.backend == "cassandra" and job.connector_jars and not jars:
+        raise FileNotFoundError(
+            f"no spark-cassandra-connector jars in {job.connector_jars}: run `make spark-fetch` "
+            "(or set ARCHIVE_JOB_CONNECTOR_JARS= when they are in $SPARK_HOME/jars)"
+        )
+    if jars:
+        settings["spark.jars"] = ",".join(str(p.resolve()) for p in jars)
+    if archive.backend == "cassandra":
+        settings.update(cassandra_settings(archive))
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
