@@ -15,6 +15,7 @@ from archivestore.types import (
     BucketInfo,
     ExpireRequest,
     ExpireResult,
+    PackedPage,
     PutItem,
     PutResult,
     Query,
@@ -56,6 +57,10 @@ class ArchiveStore(Protocol):
 
     async def query(self, query: Query, *, now: int) -> QueryPage:
         """Envelopes matching ``query`` in ``(sent, hash)`` order (reversed if BACKWARD), up to ``limit``."""
+        ...
+
+    async def query_packed(self, query: Query, *, now: int) -> PackedPage:
+        """The page :meth:`query` returns, as columns (same envelopes, same order, same ``has_more``)."""
         ...
 
     async def stats(self, *, now: int) -> Stats:

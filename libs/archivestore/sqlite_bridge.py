@@ -43,6 +43,7 @@ class SqliteBridge:
         max_pending_writes: int,
         busy_timeout_ms: int,
         page_size: int | None,
+        cache_mib: int = 256,
     ) -> None:
         if read_connections < 1 or max_pending_writes < 1:
             raise ValueError("read_connections and max_pending_writes must be at least 1")
@@ -51,6 +52,7 @@ class SqliteBridge:
         self._max_pending_writes = max_pending_writes
         self._busy_timeout_ms = busy_timeout_ms
         self._page_size = page_size
+        self._cache_mib = cache_mib
         self._writer_pool: ThreadPoolExecutor | None = None
         self._reader_pool: ThreadPoolExecutor | None = None
         self._writer: sqlite3.Connection | None = None
@@ -101,7 +103,12 @@ class SqliteBridge:
         def run() -> T:
             conn = self._connect()
             try:
-                configure_writer(conn, busy_timeout_ms=self._busy_timeout_ms, page_size=self._page_size)
+                configure_writer(
+                    conn,
+                    busy_timeout_ms=self._busy_timeout_ms,
+                    page_size=self._page_size,
+                    cache_mib=self._cache_mib,
+                )
                 result = setup(conn)
             except BaseException:
                 conn.close()

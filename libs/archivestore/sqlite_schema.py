@@ -128,8 +128,16 @@ def translate_error(err: sqlite3.Error, doing: str) -> StoreError:
     return StoreError(message)
 
 
-def configure_writer(conn: sqlite3.Connection, *, busy_timeout_ms: int, page_size: int | None) -> None:
-    """Set up the single writer connection: page size (new files only), WAL, ``synchronous=FULL``.
+#: WAL pages before an automatic checkpoint (SQLite's default is 1000). Larger: a page that every
+#: transaction dirties (the random leaves of the hash indexes) is copied back to the database once per
+#: checkpoint, so fewer checkpoints rewrite it fewer times; the WAL grows to about this many pages.
+WAL_AUTOCHECKPOINT_PAGES = 4000
+
+
+def configure_writer(
+    conn: sqlite3.Connection, *, busy_timeout_ms: int, page_size: int | None, cache_mib: int = 256
+) -> None:
+    """Set up the single writer connection: page size (new files only), WAL, ``synchronous=FULL``, cache.
 
     ``synchronous=FULL`` in WAL mode fsyncs the WAL at every commit, so an acknowledged ``put`` survives
     power loss, not only a process kill (NORMAL would only survive the latter).
@@ -142,6 +150,8 @@ def configure_writer(conn: sqlite3.Connection, *, busy_timeout_ms: int, page_siz
         raise StoreUnavailable(f"sqlite: could not switch to WAL (journal_mode is {mode!r})")
     conn.execute("PRAGMA synchronous = FULL")
     conn.execute("PRAGMA foreign_keys = OFF")
+    conn.execute(f"PRAGMA cache_size = {-1024 * int(cache_mib)}")  # negative: KiB, not pages
+    conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
 
 
 def configure_reader(conn: sqlite3.Connection, *, busy_timeout_ms: int) -> None:

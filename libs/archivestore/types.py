@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 
@@ -92,6 +93,31 @@ class QueryPage:
 
     envelopes: list[StoredEnvelope]
     has_more: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PackedPage:
+    """A query page as columns: ``raws[i]`` was sent at ``sents[i]`` and hashes to ``hashes[i]``.
+
+    For callers that forward envelopes as they are (the archive's ENVELOPE_VIEW_PACKED): an adapter can build
+    the columns straight from its rows, with no object per envelope (docs/benchmarks.md).
+    """
+
+    raws: Sequence[bytes]
+    sents: Sequence[int]
+    hashes: Sequence[bytes]
+    has_more: bool
+
+    @classmethod
+    def of(cls, page: QueryPage) -> PackedPage:
+        """The columns of an envelope page."""
+        envelopes = page.envelopes
+        raws, sents, hashes = (
+            [e.raw for e in envelopes],
+            [e.sent for e in envelopes],
+            [e.hash for e in envelopes],
+        )
+        return cls(raws, sents, hashes, page.has_more)
 
 
 @dataclass(frozen=True, slots=True)

@@ -135,6 +135,20 @@ class Config(FromEnv):
         default="5",
         doc="SQLite: how long a statement waits for a lock before the call fails with UNAVAILABLE.",
     )
+    sqlite_cache_mib: int = setting(
+        "ARCHIVE_SQLITE_CACHE_MIB",
+        parse_int(2, 65536),
+        default="256",
+        doc="SQLite: page cache of the writer connection, MiB (keeps the hash indexes' leaves cached at "
+        "millions of rows; SQLite's own default is 2).",
+    )
+    sqlite_group_commit_rows: int = setting(
+        "ARCHIVE_SQLITE_GROUP_COMMIT_ROWS",
+        parse_int(1, 100_000),
+        default="4000",
+        doc="SQLite: put batches waiting for the writer share one transaction up to this many envelopes "
+        "(group commit: one fsync for all of them).",
+    )
     purge_interval_s: float = setting(
         "ARCHIVE_PURGE_INTERVAL_SECONDS",
         parse_duration(0, 7 * DAY_S),

@@ -56,6 +56,8 @@ def make_store(cfg: Config) -> ArchiveStore:
             bloom_topic_expansion=cfg.bloom_topic_expansion,
             read_connections=cfg.sqlite_read_connections,
             busy_timeout_ms=int(cfg.sqlite_busy_timeout_s * 1000),
+            cache_mib=cfg.sqlite_cache_mib,
+            group_commit_rows=cfg.sqlite_group_commit_rows,
         )
     from cassandra import ConsistencyLevel
 

@@ -34,7 +34,7 @@ from services.archive.errors import (
 )
 from services.archive.lifecycle import StoreGate
 from services.archive.metrics import ArchiveMetrics
-from services.archive.paging import Budget, read_page
+from services.archive.paging import Budget, PackedColumns, read_packed, read_page
 from services.archive.validation import (
     CheckedEnvelope,
     EnvelopeFields,
@@ -52,7 +52,7 @@ from wakucodec.envelope import decode_envelope
 from wakucodec.errors import CodecError
 from wakucodec.pow import calculate_pow
 
-__all__ = ["SERVICE_NAME", "ArchiveServicer", "ServicerSettings", "envelope_message"]
+__all__ = ["SERVICE_NAME", "ArchiveServicer", "ServicerSettings", "envelope_message", "packed_envelopes"]
 
 SERVICE_NAME = "mailmesh.archive.v1.ArchiveService"
 MAX_QUERY_BYTES = 64 * 1024 * 1024
@@ -64,6 +64,9 @@ MAX_UPDATED_BY = 256
 WIRE_MARGIN = 1024
 #: Encoded overhead of one element of a repeated message field: tag + length varint.
 ELEMENT_OVERHEAD = 6
+#: Encoded bytes of one envelope in PackedEnvelopes besides its RLP: the hash, a sent varint (<= 5 bytes) and
+#: a size varint (<= 4 bytes for the 10 MiB envelope cap).
+PACKED_OVERHEAD = 32 + 5 + 4
 EXPIRED_DETAIL = "expired: sent time + retention is already past, so the envelope was not archived"
 
 T = TypeVar("T")
@@ -81,6 +84,7 @@ _VIEWS = {
     pb.ENVELOPE_VIEW_FULL: "full",
     pb.ENVELOPE_VIEW_NO_DATA: "no_data",
     pb.ENVELOPE_VIEW_KEYS: "keys",
+    pb.ENVELOPE_VIEW_PACKED: "packed",
 }
 
 
@@ -102,9 +106,9 @@ def envelope_message(stored: StoredEnvelope, *, view: str = "full") -> common_pb
 
     ``full`` / ``no_data``: every field derived from its RLP, checked against its key. ``keys``: only the key
     columns and the raw RLP, which were verified when archived — no decode, no Keccak, no PoW (the hot path of
-    history queries spent most of its CPU here).
+    history queries spent most of its CPU here). ``packed`` is a query-only view: one envelope gets ``keys``.
     """
-    if view == "keys":
+    if view in ("keys", "packed"):
         return common_pb2.Envelope(
             rlp=stored.raw,
             hash=stored.hash,
@@ -135,6 +139,13 @@ def envelope_message(stored: StoredEnvelope, *, view: str = "full") -> common_pb
         nonce=env.nonce,
         sent=stored.sent,
         pow=calculate_pow(env),
+    )
+
+
+def packed_envelopes(page: PackedColumns) -> pb.PackedEnvelopes:
+    """The PackedEnvelopes message of a packed page: one join or list per column."""
+    return pb.PackedEnvelopes(
+        rlp=b"".join(page.raws), rlp_sizes=page.sizes, sent=page.sents, hashes=b"".join(page.hashes)
     )
 
 
@@ -320,20 +331,30 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
         )
         store = self._gate.store
         began = time.perf_counter()
+        response = pb.QueryEnvelopesResponse()
         with self._store_call("query"):
-            page = await read_page(
-                store,
-                query,
-                now=self._now(),
-                budget=budget,
-                convert=lambda e: envelope_message(e, view=view),
-                wire_size=lambda m: m.ByteSize() + ELEMENT_OVERHEAD,
-            )
-        self._metrics.query(kind, len(page.items), time.perf_counter() - began)
-        response = pb.QueryEnvelopesResponse(envelopes=page.items, has_more=page.has_more)
-        if page.last is not None:
-            response.last.sent = page.last.sent
-            response.last.hash = page.last.hash
+            if view == "packed":
+                columns = await read_packed(
+                    store, query, now=self._now(), budget=budget, overhead=PACKED_OVERHEAD
+                )
+                response.packed.CopyFrom(packed_envelopes(columns))
+                count, has_more, last = len(columns.sizes), columns.has_more, columns.last
+            else:
+                page = await read_page(
+                    store,
+                    query,
+                    now=self._now(),
+                    budget=budget,
+                    convert=lambda e: envelope_message(e, view=view),
+                    wire_size=lambda m: m.ByteSize() + ELEMENT_OVERHEAD,
+                )
+                response.envelopes.extend(page.items)
+                count, has_more, last = len(page.items), page.has_more, page.last
+        self._metrics.query(kind, count, time.perf_counter() - began)
+        response.has_more = has_more
+        if last is not None:
+            response.last.sent = last.sent
+            response.last.hash = last.hash
         return response
 
     async def ContainsEnvelopes(  # noqa: N802

@@ -1,15 +1,24 @@
-"""Incremental 0x7f bundling: raw envelopes in, batches out, as they arrive. Pure.
+"""0x7f bundling over envelope sizes: where each batch of an archive chunk ends. Pure.
 
 The rule is :func:`wakucodec.responses.bundle_envelopes`' (reference/wire-protocol.md §4.6, tightened): a
 batch's whole RLP list payload, header included, stays ``<= max_bytes``; an envelope that does not fit even
 alone goes alone. On top of it ``max_envelopes`` caps the envelopes per batch (1 = status-go's
-``Batch = false``). ``bundle_envelopes`` needs the whole input up front; this one is fed envelope by envelope
-so a query's first batch leaves before its last page is read. The unit tests pin the two to the same output.
+``Batch = false``). History bundles each archive chunk as it arrives (a batch never spans two chunks), so a
+query's first batch leaves before its last chunk is read. The unit tests pin the output to
+``bundle_envelopes``'.
+
+Why sizes and bisection instead of an envelope-by-envelope loop: a chunk is up to 1000 envelopes and the
+history hot path is Python object churn (docs/benchmarks.md); prefix sums plus one bisection per batch keep
+the per-envelope work in C.
 """
 
 from __future__ import annotations
 
-__all__ = ["Bundler", "rlp_list_size"]
+from bisect import bisect_right
+from collections.abc import Sequence
+from itertools import accumulate
+
+__all__ = ["batch_ends", "max_list_body", "rlp_list_size"]
 
 
 def rlp_list_size(body: int) -> int:
@@ -19,33 +28,34 @@ def rlp_list_size(body: int) -> int:
     return 1 + (body.bit_length() + 7) // 8 + body
 
 
-class Bundler:
-    """Greedy, order-preserving grouping of raw envelopes into batches within a byte and count budget."""
+def max_list_body(max_bytes: int) -> int:
+    """The largest ``body`` with ``rlp_list_size(body) <= max_bytes``; -1 when there is none."""
+    if max_bytes <= 56:
+        return max_bytes - 1
+    for length_bytes in range(1, 9):
+        body = max_bytes - 1 - length_bytes
+        if (body.bit_length() + 7) // 8 <= length_bytes:
+            return max(body, 55)
+    raise ValueError(f"max_bytes out of range: {max_bytes}")
 
-    def __init__(self, max_bytes: int, max_envelopes: int = 0) -> None:
-        if max_bytes < 0 or max_envelopes < 0:
-            raise ValueError("max_bytes and max_envelopes must be >= 0")
-        self.max_bytes = max_bytes
-        self.max_envelopes = max_envelopes
-        self._batch: list[bytes] = []
-        self._body = 0
 
-    def add(self, raw: bytes) -> list[bytes] | None:
-        """Add one envelope; returns the batch it closed (the envelope then starts the next one), or None."""
-        closed: list[bytes] | None = None
-        grown = self._body + len(raw)
-        if self._batch and (
-            rlp_list_size(grown) > self.max_bytes
-            or (self.max_envelopes and len(self._batch) >= self.max_envelopes)
-        ):
-            closed, self._batch, grown = self._batch, [], len(raw)
-        self._batch.append(raw)
-        self._body = grown
-        return closed
+def batch_ends(sizes: Sequence[int], max_bytes: int, max_envelopes: int = 0) -> list[int]:
+    """Exclusive end index of each batch of envelopes with these RLP ``sizes``, greedy and order-preserving.
 
-    def flush(self) -> list[bytes] | None:
-        """Close and return the open batch, or None when it is empty."""
-        if not self._batch:
-            return None
-        closed, self._batch, self._body = self._batch, [], 0
-        return closed
+    ``max_envelopes = 0`` means no count cap. Every batch holds at least one envelope.
+    """
+    if max_bytes < 0 or max_envelopes < 0:
+        raise ValueError("max_bytes and max_envelopes must be >= 0")
+    body = max_list_body(max_bytes)
+    prefix = [0, *accumulate(sizes)]
+    total = len(sizes)
+    ends: list[int] = []
+    start = 0
+    while start < total:
+        end = bisect_right(prefix, prefix[start] + body, start + 1) - 1
+        end = max(end, start + 1)
+        if max_envelopes:
+            end = min(end, start + max_envelopes)
+        ends.append(end)
+        start = end
+    return ends

@@ -2,8 +2,9 @@
 
 Every call's deadline is ``HISTORY_ARCHIVE_TIMEOUT_SECONDS`` or what is left of the incoming call's deadline,
 whichever is sooner (:func:`meshcore.remaining_timeout`); reads are retried on UNAVAILABLE by the channel's
-retry policy (they are idempotent). Envelopes are requested with ENVELOPE_VIEW_KEYS: history forwards ``rlp``
-as is, so the archive skips re-decoding, re-hashing and PoW, and the decoded ``data`` never doubles the bytes.
+retry policy (they are idempotent). Envelopes are requested with ENVELOPE_VIEW_PACKED: history forwards the
+RLPs as is, so the archive skips re-decoding, re-hashing and PoW, and neither side builds a message per
+envelope — the page arrives as columns, which is what :class:`~services.history.logic.ArchivePage` holds.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from mailmesh.archive.v1 import archive_pb2, archive_pb2_grpc
 from mailmesh.common.v1 import common_pb2
 from meshcore import make_channel, remaining_timeout, translate_rpc_error
 from services.history.config import Config
-from services.history.logic import ArchivedEnvelope, ArchivePage, ArchiveRequest, LookupResult
+from services.history.logic import ArchivePage, ArchiveRequest, LookupResult
 
 __all__ = ["ARCHIVE_SERVICE", "ArchiveClient"]
 
@@ -74,7 +75,7 @@ class ArchiveClient:
             bloom=request.bloom or b"",
             limit=request.limit,
             direction=_DIRECTION[request.direction],
-            view=archive_pb2.ENVELOPE_VIEW_KEYS,
+            view=archive_pb2.ENVELOPE_VIEW_PACKED,
         )
         if request.after is not None:
             message.after.CopyFrom(common_pb2.Position(sent=request.after.sent, hash=request.after.hash))
@@ -82,8 +83,13 @@ class ArchiveClient:
             reply = await self._stub.QueryEnvelopes(message, timeout=remaining_timeout(self._timeout_s))
         except grpc.aio.AioRpcError as err:
             raise translate_rpc_error(err) from err
+        packed = reply.packed
         return ArchivePage(
-            [ArchivedEnvelope(e.sent, e.hash, e.rlp) for e in reply.envelopes], has_more=reply.has_more
+            rlp=packed.rlp,
+            sizes=packed.rlp_sizes,
+            sent=packed.sent,
+            hashes=packed.hashes,
+            has_more=reply.has_more,
         )
 
     async def contains(

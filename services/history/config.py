@@ -83,7 +83,8 @@ class Config(FromEnv):
         "HISTORY_ARCHIVE_PAGE",
         parse_int(1, MAX_QUERY_LIMIT),
         default="250",
-        doc="Envelopes fetched per archive call while streaming a query; batches go out page by page.",
+        doc="Envelopes in a query's first archive read (its batches leave before the rest is read); the rest "
+        "of the limit comes in one further read.",
     )
     cursor_secrets: tuple[bytes, ...] = setting(
         "HISTORY_CURSOR_SECRETS",

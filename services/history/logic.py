@@ -2,12 +2,13 @@
 
 Pure domain logic: no gRPC, no protos, no database. :meth:`HistoryService.prepare` validates and resolves a
 request (status-go's defaults and error texts via :meth:`wakucodec.historyrequest.HistoryRequest.normalize`,
-our cap instead of status-go's refusal, the cursor); :meth:`HistoryService.run` pages through the archive in
-``archive_page`` chunks and yields byte-budgeted batches as each chunk arrives, then one completion.
+our cap instead of status-go's refusal, the cursor); :meth:`HistoryService.run` reads the archive in chunks
+and yields byte-budgeted batches as each chunk arrives, then one completion.
 
-Paging: the next archive chunk is requested while the current one's batches are being sent (one chunk of
-read-ahead, never more), so the client receives the first batch after one archive call whatever the limit.
-A batch never spans two archive chunks.
+Paging: the first archive chunk is small (``archive_page`` envelopes) so the client receives its first batch
+after one short archive read whatever the limit; the rest of the limit is then requested in one read while
+the first chunk's batches are being sent (one chunk of read-ahead, never more). Chunks travel as columns
+(:class:`ArchivePage`). A batch never spans two archive chunks.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import NamedTuple, Protocol
 from archivestore.ordering import resume_key
 from archivestore.types import Direction, Position
 from meshcore.errors import Internal, InvalidArgument
-from services.history.bundling import Bundler, rlp_list_size
+from services.history.bundling import batch_ends, rlp_list_size
 from services.history.cursor import CursorCodec, query_fingerprint
 from wakucodec.constants import MAX_QUERY_LIMIT, MAX_TOPIC_INTEREST
 from wakucodec.errors import InvalidRequest
@@ -76,10 +77,7 @@ class InvalidQuery(InvalidArgument):
 
 
 class ArchivedEnvelope(NamedTuple):
-    """One envelope from the archive: its ordering key and its raw RLP, byte-identical to what was stored.
-
-    A NamedTuple rather than a frozen dataclass: a query builds a thousand of them (about 4x cheaper).
-    """
+    """One envelope from the archive: its ordering key and its raw RLP, byte-identical to what was stored."""
 
     sent: int
     hash: bytes
@@ -102,10 +100,59 @@ class ArchiveRequest:
 
 @dataclass(frozen=True, slots=True)
 class ArchivePage:
-    """Envelopes in the requested order and whether more match after the last one (checked, not guessed)."""
+    """One archive chunk in the requested order, as columns (archive.proto ``PackedEnvelopes``).
 
-    envelopes: Sequence[ArchivedEnvelope]
+    Envelope ``i`` is ``rlp[sum(sizes[:i]) : sum(sizes[:i + 1])]``, sent at ``sent[i]``, with hash
+    ``hashes[32 * i : 32 * i + 32]``; ``has_more`` says whether more match after the last one (checked, not
+    guessed). Columns rather than an object per envelope: a chunk of a thousand envelopes crosses this port
+    as a handful of Python objects (the history hot path, docs/benchmarks.md). Inconsistent columns are an
+    :class:`~meshcore.errors.Internal` error.
+    """
+
+    rlp: bytes
+    sizes: Sequence[int]
+    sent: Sequence[int]
+    hashes: bytes
     has_more: bool
+
+    def __post_init__(self) -> None:
+        count = len(self.sizes)
+        if (
+            len(self.sent) != count
+            or len(self.hashes) != _HASH_LENGTH * count
+            or sum(self.sizes) != len(self.rlp)
+        ):
+            raise Internal(
+                f"the archive returned inconsistent columns: {count} sizes, {len(self.sent)} sent times, "
+                f"{len(self.hashes)} hash bytes, {len(self.rlp)} RLP bytes for {sum(self.sizes)}"
+            )
+
+    @classmethod
+    def of(cls, envelopes: Sequence[ArchivedEnvelope], *, has_more: bool) -> ArchivePage:
+        """The columns of ``envelopes`` (for fakes and tests)."""
+        return cls(
+            rlp=b"".join(e.raw for e in envelopes),
+            sizes=[len(e.raw) for e in envelopes],
+            sent=[e.sent for e in envelopes],
+            hashes=b"".join(e.hash for e in envelopes),
+            has_more=has_more,
+        )
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+    def position(self, index: int) -> Position:
+        """The ordering key of envelope ``index``."""
+        offset = _HASH_LENGTH * index
+        return Position(self.sent[index], self.hashes[offset : offset + _HASH_LENGTH])
+
+    def raws(self, count: int) -> list[bytes]:
+        """The first ``count`` envelopes' RLPs, one bytes object each."""
+        rlp, out, offset = self.rlp, [], 0
+        for size in self.sizes[:count]:
+            out.append(rlp[offset : offset + size])
+            offset += size
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,38 +344,35 @@ class HistoryService:
 
         An archive failure propagates (after any batches already yielded) as the port raised it.
         """
-        bundler = Bundler(query.max_batch_bytes, query.max_batch_envelopes)
         remaining = query.limit
         delivered = 0
-        last: ArchivedEnvelope | None = None
+        last: Position | None = None
         more = False
         pending: asyncio.Future[ArchivePage] | None = asyncio.ensure_future(
-            self._archive.query(self._chunk(query, query.after, remaining))
+            self._archive.query(self._chunk(query, query.after, min(self.settings.archive_page, remaining)))
         )
         try:
             while pending is not None:
                 page = await pending
                 pending = None
-                taken = page.envelopes[:remaining]
-                more = page.has_more or len(page.envelopes) > len(taken)
-                remaining -= len(taken)
+                taken = min(len(page), remaining)
+                more = page.has_more or len(page) > taken
+                remaining -= taken
                 if taken:
-                    last = taken[-1]
+                    last = page.position(taken - 1)
                     if remaining > 0 and more:
-                        after = Position(last.sent, last.hash)
+                        # The rest in one read: the first batch already left after the small first chunk.
                         pending = asyncio.ensure_future(
-                            self._archive.query(self._chunk(query, after, remaining))
+                            self._archive.query(self._chunk(query, last, remaining))
                         )
                 elif more:
                     raise Internal("the archive reported more envelopes but returned none")
-                for envelope in taken:
-                    closed = bundler.add(envelope.raw)
-                    if closed is not None:
-                        yield Batch(closed)
-                closed = bundler.flush()
-                if closed is not None:
-                    yield Batch(closed)
-                delivered += len(taken)
+                raws = page.raws(taken)
+                start = 0
+                for end in batch_ends(page.sizes[:taken], query.max_batch_bytes, query.max_batch_envelopes):
+                    yield Batch(raws[start:end])
+                    start = end
+                delivered += taken
         finally:
             if pending is not None:
                 _discard(pending)
@@ -337,13 +381,13 @@ class HistoryService:
             next_cursor = self._cursors.encode(last.sent, last.hash, query.direction, query.fingerprint)
         yield Completion(next_cursor, last.hash if last is not None else ZERO_HASH, delivered)
 
-    def _chunk(self, query: PreparedQuery, after: Position | None, remaining: int) -> ArchiveRequest:
+    def _chunk(self, query: PreparedQuery, after: Position | None, limit: int) -> ArchiveRequest:
         return ArchiveRequest(
             lower=query.lower,
             upper=query.upper,
             topics=query.topics,
             bloom=query.bloom,
-            limit=min(self.settings.archive_page, remaining),
+            limit=limit,
             direction=query.direction,
             after=after,
         )

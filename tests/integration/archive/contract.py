@@ -23,12 +23,13 @@ wall clock instead (a backend may turn retention into a real TTL) and pass ``now
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import itertools
 import random
 import time
 from collections.abc import Awaitable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -332,6 +333,35 @@ class ArchiveContract:
         got = flatten(pages)
         assert len({e.hash for e in got}) == len(got), "duplicates across pages"
         assert got == expected, "gaps or wrong order across pages"
+
+    @pytest.mark.parametrize("direction", [FWD, BWD])
+    @pytest.mark.parametrize("kind", ["topics", "bloom", "full-bloom", "empty"])
+    async def test_packed_query_is_the_same_page_as_columns(
+        self, store: ArchiveStore, direction: Direction, kind: str
+    ) -> None:
+        rng = random.Random(11)
+        envs = [env(BASE + rng.randrange(30), rng.choice(TOPICS), n) for n in range(40)]
+        await store.put(items(envs), now=BASE)
+        choices: dict[str, dict[str, Any]] = {
+            "topics": {"topics": [A, E]},
+            "bloom": {"bloom": topics_to_bloom([A, B])},
+            "full-bloom": {"bloom": FULL_BLOOM},
+            "empty": {"topics": [A], "lower": BASE + 1000, "upper": BASE + 2000},
+        }
+        filters = choices[kind]
+        query = q(**{"lower": BASE, "upper": BASE + 29, "limit": 9, "direction": direction, **filters})
+        while True:
+            page = await store.query(query, now=BASE)
+            packed = await store.query_packed(query, now=BASE)
+            assert list(packed.raws) == [e.raw for e in page.envelopes]
+            assert list(packed.sents) == [e.sent for e in page.envelopes]
+            assert list(packed.hashes) == [e.hash for e in page.envelopes]
+            assert packed.has_more == page.has_more
+            if not page.has_more:
+                break
+            query = dataclasses.replace(
+                query, after=Position(page.envelopes[-1].sent, page.envelopes[-1].hash)
+            )
 
     async def test_last_full_page_reports_no_more(self, store: ArchiveStore) -> None:
         envs = [env(BASE + i, A, i) for i in range(12)]

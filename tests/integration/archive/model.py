@@ -23,6 +23,7 @@ from archivestore.types import (
     Direction,
     ExpireRequest,
     ExpireResult,
+    PackedPage,
     PutItem,
     PutOutcome,
     PutResult,
@@ -97,6 +98,10 @@ class ModelStore:
             e.message_hash for e in self._visible(now) if e.message_hash is not None
         }
         return [h in keys for h in hashes]
+
+    async def query_packed(self, query: Query, *, now: int) -> PackedPage:
+        """The columns of :meth:`query`."""
+        return PackedPage.of(await self.query(query, now=now))
 
     async def query(self, query: Query, *, now: int) -> QueryPage:
         """Filter, sort, page."""

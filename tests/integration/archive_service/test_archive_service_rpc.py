@@ -216,6 +216,53 @@ async def test_a_byte_budget_ends_a_page_early_but_never_empty(archive: Running)
     assert [e.hash for e in tiny.envelopes] == ordered(envs)[:1] and tiny.has_more
 
 
+@pytest.mark.parametrize("backward", [False, True], ids=["forward", "backward"])
+async def test_packed_view_returns_the_same_page_as_columns(archive: Running, backward: bool) -> None:
+    envs = [envelope(BASE + i // 2, TOPICS[i % 3], i, size=100 + 37 * i) for i in range(30)]
+    await put(archive.stub, envs)
+
+    def request(view: pb.EnvelopeView.ValueType) -> pb.QueryEnvelopesRequest:
+        return pb.QueryEnvelopesRequest(
+            range=time_range(), topics=[A, B], limit=12, direction=BWD if backward else FWD, view=view
+        )
+
+    keys = await archive.stub.QueryEnvelopes(request(pb.ENVELOPE_VIEW_KEYS))
+    packed = await archive.stub.QueryEnvelopes(request(pb.ENVELOPE_VIEW_PACKED))
+    assert len(packed.envelopes) == 0 and not keys.HasField("packed")
+    columns = packed.packed
+    assert list(columns.rlp_sizes) == [len(e.rlp) for e in keys.envelopes]
+    assert columns.rlp == b"".join(e.rlp for e in keys.envelopes)
+    assert list(columns.sent) == [e.sent for e in keys.envelopes]
+    assert columns.hashes == b"".join(e.hash for e in keys.envelopes)
+    assert (packed.has_more, packed.last) == (keys.has_more, keys.last)
+    assert [e.hash for e in keys.envelopes] == ordered([e for e in envs if e.topic != C], backward=backward)[
+        :12
+    ]
+
+
+async def test_packed_view_keeps_the_byte_budget(archive: Running) -> None:
+    envs = [envelope(BASE + i, A, i, size=1000) for i in range(5)]
+    await put(archive.stub, envs)
+    rlp = len(envs[0].raw)
+    reply = await archive.stub.QueryEnvelopes(
+        pb.QueryEnvelopesRequest(range=time_range(), limit=5, max_bytes=2 * rlp, view=pb.ENVELOPE_VIEW_PACKED)
+    )
+    assert list(reply.packed.rlp_sizes) == [rlp, rlp] and reply.has_more
+    assert reply.last.hash == reply.packed.hashes[32:] == ordered(envs)[1]
+
+
+async def test_get_with_the_packed_view_answers_with_keys(archive: Running) -> None:
+    a = envelope(BASE, A, 1)
+    await put(archive.stub, [a])
+    keys = await archive.stub.GetEnvelope(
+        pb.GetEnvelopeRequest(envelope_hash=a.hash, view=pb.ENVELOPE_VIEW_KEYS)
+    )
+    packed = await archive.stub.GetEnvelope(
+        pb.GetEnvelopeRequest(envelope_hash=a.hash, view=pb.ENVELOPE_VIEW_PACKED)
+    )
+    assert packed.envelope == keys.envelope and packed.envelope.rlp == a.raw
+
+
 async def test_contains_lists_present_hashes_in_request_order(archive: Running) -> None:
     a, b = envelope(BASE, A, 1), envelope(BASE + 1, B, 2)
     mh = b"\x33" * 32

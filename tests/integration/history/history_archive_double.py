@@ -86,7 +86,12 @@ class ArchiveDouble(archive_pb2_grpc.ArchiveServiceServicer):
         except StoreError as err:
             raise Unavailable(str(err)) from err
         reply = archive_pb2.QueryEnvelopesResponse(has_more=page.has_more)
-        for e in page.envelopes:
+        if request.view == archive_pb2.ENVELOPE_VIEW_PACKED:
+            reply.packed.rlp = b"".join(e.raw for e in page.envelopes)
+            reply.packed.rlp_sizes.extend(len(e.raw) for e in page.envelopes)
+            reply.packed.sent.extend(e.sent for e in page.envelopes)
+            reply.packed.hashes = b"".join(e.hash for e in page.envelopes)
+        for e in page.envelopes if request.view != archive_pb2.ENVELOPE_VIEW_PACKED else ():
             decoded = decode_envelope(e.raw)
             reply.envelopes.add(
                 rlp=e.raw,

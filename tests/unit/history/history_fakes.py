@@ -55,6 +55,7 @@ class FakeArchive:
 
     ``gate``: when set, every query from the ``gate_from``-th call on waits for it (to observe streaming).
     ``fail_from``: from that call on, queries raise ``error``.
+    ``max_per_call``: at most this many envelopes per query, with ``has_more`` (the archive's byte budget).
     """
 
     items: list[FakeEnvelope] = field(default_factory=list)
@@ -63,6 +64,7 @@ class FakeArchive:
     gate_from: int = 1
     fail_from: int | None = None
     error: Exception | None = None
+    max_per_call: int | None = None
     contains_calls: list[tuple[list[bytes], list[bytes]]] = field(default_factory=list)
 
     def add(self, items: Iterable[FakeEnvelope]) -> None:
@@ -96,8 +98,8 @@ class FakeArchive:
             key = (request.after.sent, request.after.hash)
             forward = request.direction is Direction.FORWARD
             rows = [e for e in rows if ((e.sent, e.hash) > key if forward else (e.sent, e.hash) < key)]
-        page = rows[: request.limit]
-        return ArchivePage([e.archived() for e in page], has_more=len(rows) > request.limit)
+        cap = min(request.limit, self.max_per_call or request.limit)
+        return ArchivePage.of([e.archived() for e in rows[:cap]], has_more=len(rows) > cap)
 
     async def contains(
         self, envelope_hashes: Sequence[bytes], message_hashes: Sequence[bytes]

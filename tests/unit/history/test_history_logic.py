@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from archivestore.types import Direction
 from meshcore.errors import Unavailable
-from services.history.bundling import Bundler, rlp_list_size
+from services.history.bundling import batch_ends, max_list_body, rlp_list_size
 from services.history.cursor import CursorAuthError, CursorCodec, CursorDirectionError, CursorLengthError
 from services.history.logic import (
     ZERO_HASH,
@@ -342,18 +342,29 @@ async def test_nothing_matched() -> None:
 # ----------------------------------------------------------------------------------- chunks, streaming
 
 
-async def test_archive_is_read_in_chunks_of_archive_page() -> None:
+async def test_archive_page_first_then_the_rest_in_one_read() -> None:
     archive = FakeArchive()
     archive.add(envelopes(range(100, 150)))
     batches, done = await run(
         service(archive, archive_page=7), HistoryQuery(lower=1, upper=999, topics=(TOPIC_A,), limit=20)
     )
-    assert [c.limit for c in archive.calls] == [7, 7, 6]
+    assert [c.limit for c in archive.calls] == [7, 13]
     assert archive.calls[0].after is None
     assert archive.calls[1].after is not None and archive.calls[1].after.sent == 106
     assert done.delivered == 20 and done.next_cursor
     # A batch never spans two archive chunks.
-    assert [len(b.envelopes) for b in batches] == [7, 7, 6]
+    assert [len(b.envelopes) for b in batches] == [7, 13]
+
+
+async def test_short_archive_reads_are_continued_until_the_limit() -> None:
+    archive = FakeArchive(max_per_call=5)  # as when the archive's byte budget ends a page early
+    archive.add(envelopes(range(100, 150)))
+    batches, done = await run(
+        service(archive, archive_page=7), HistoryQuery(lower=1, upper=999, topics=(TOPIC_A,), limit=20)
+    )
+    assert [c.limit for c in archive.calls] == [7, 15, 10, 5]
+    assert flat(batches) == raws(ordered(archive.items)[:20])
+    assert done.delivered == 20 and done.next_cursor
 
 
 async def test_first_batch_leaves_before_the_next_chunk_is_read() -> None:
@@ -424,22 +435,34 @@ async def test_batches_respect_the_byte_budget(
             assert len(batch.envelopes) <= per_batch
 
 
+def split(items: list[bytes], ends: list[int]) -> list[list[bytes]]:
+    return [items[start:end] for start, end in zip([0, *ends], ends, strict=False)]
+
+
 @given(items=st.lists(st.binary(max_size=300), max_size=40), budget=st.integers(0, 2000), batch=st.booleans())
-def test_bundler_matches_wakucodec_bundle_envelopes(items: list[bytes], budget: int, batch: bool) -> None:
-    bundler = Bundler(budget, 0 if batch else 1)
-    got = [closed for raw in items if (closed := bundler.add(raw)) is not None]
-    if (last := bundler.flush()) is not None:
-        got.append(last)
-    assert got == list(bundle_envelopes(items, budget, batch=batch))
+def test_batch_ends_match_wakucodec_bundle_envelopes(items: list[bytes], budget: int, batch: bool) -> None:
+    ends = batch_ends([len(i) for i in items], budget, 0 if batch else 1)
+    assert split(items, ends) == list(bundle_envelopes(items, budget, batch=batch))
+
+
+@given(budget=st.integers(0, 2**40))
+def test_max_list_body_is_the_largest_body_that_fits(budget: int) -> None:
+    body = max_list_body(budget)
+    assert body == -1 or rlp_list_size(body) <= budget
+    assert rlp_list_size(body + 1) > budget
+
+
+@pytest.mark.parametrize(
+    ("budget", "body"), [(0, -1), (1, 0), (56, 55), (57, 55), (58, 56), (258, 255), (259, 256)]
+)
+def test_max_list_body_around_the_header_steps(budget: int, body: int) -> None:
+    assert max_list_body(budget) == body
 
 
 def test_envelope_larger_than_the_budget_goes_alone() -> None:
-    bundler = Bundler(100)
-    assert bundler.add(b"a" * 10) is None
-    assert bundler.add(b"b" * 500) == [b"a" * 10]
-    assert bundler.add(b"c" * 10) == [b"b" * 500]
-    assert bundler.flush() == [b"c" * 10]
-    assert bundler.flush() is None
+    assert batch_ends([10, 500, 10], 100) == [1, 2, 3]
+    assert batch_ends([10, 10, 10], 100, max_envelopes=2) == [2, 3]
+    assert batch_ends([], 100) == []
 
 
 # ---------------------------------------------------------------------------------------------- lookup
