@@ -38,7 +38,7 @@ from archivestore.cassandra_schema import (
     migrations_table_cql,
     pending_migrations,
 )
-from archivestore.cassandra_write import label_duplicates, plan_put
+from archivestore.cassandra_write import DEFAULT_WRITE_BATCH_BYTES, label_duplicates, plan_put
 from archivestore.errors import SchemaError, StoreUnavailable
 from archivestore.ordering import HASH_LEN
 from archivestore.retention import RetentionPolicy
@@ -81,6 +81,9 @@ class CassandraStore:
         replication: keyspace replication map; SimpleStrategy RF 1 (a dev node) when None.
         local_dc: data centre whose replicas coordinate (driver picks the contact point's when None).
         write_batch_bytes: UNLOGGED batches of same-partition rows up to about this size; 0 = single inserts.
+            A single-partition batch is one mutation, which Cassandra exempts from its batch size warn and
+            fail thresholds (CASSANDRA-10876); the bound is the maximum mutation size (half a commit log
+            segment, 16 MiB by default).
         detect_duplicates: label DUPLICATE via one ``IN`` read of envelope_keys per put (off: all INSERTED).
         bloom_topic_expansion: bloom queries matching at most this many catalogued topics read topic
             partitions; more scan the time buckets (``ARCHIVE_BLOOM_TOPIC_EXPANSION``).
@@ -109,7 +112,7 @@ class CassandraStore:
         connect_timeout: float = 5.0,
         replication: Mapping[str, str | int] | None = None,
         local_dc: str | None = None,
-        write_batch_bytes: int = 4800,
+        write_batch_bytes: int = DEFAULT_WRITE_BATCH_BYTES,
         detect_duplicates: bool = True,
         bloom_topic_expansion: int = 64,
         ttl_slack_s: int = 0,

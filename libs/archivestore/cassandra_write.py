@@ -3,8 +3,10 @@
 Per envelope: one row in ``envelopes_by_time``, one in ``envelopes_by_topic``, one ``envelope_keys`` row per
 hash (envelope, and message when known), plus the bucket and day/topic catalogues once per distinct entry in
 the batch. Every row is written ``USING TTL`` from the retention policy; nothing is read to decide what to
-write. Rows of one partition go in UNLOGGED batches kept under Cassandra's 5 KiB batch warning (four
-1 KiB envelopes); key rows, one partition each, are batched by replica set (``group_by_replicas``).
+write. Rows of one partition go in UNLOGGED batches, one mutation each: Cassandra applies them as one
+commit log entry and one memtable update, and does not count them against its batch size thresholds,
+which apply to batches spanning several partitions (CASSANDRA-10876). Key rows, one partition each, are
+batched by replica set (``group_by_replicas``), at most 10 per batch.
 
 Statements go in two phases: data and catalogue rows first, key rows only after all of those were
 acknowledged. A key row therefore implies its data rows are durable, which makes ``contains`` (used to skip
@@ -29,6 +31,10 @@ KIND_ENVELOPE = "envelope"
 KIND_MESSAGE = "message"
 #: Rough per-row overhead of a batch mutation beyond the blob bytes (keys, timestamps, cell headers).
 ROW_OVERHEAD = 64
+#: Default bound of a same-partition batch: far below the maximum mutation size, large enough that a put of
+#: 500 envelopes is a few statements per partition (Cassandra CPU per envelope −20 %, client −25 % against
+#: 4.8 KiB batches; docs/archive.md "Writes").
+DEFAULT_WRITE_BATCH_BYTES = 256 * 1024
 
 
 def cql_ttl(ttl: int | None) -> int:
@@ -52,8 +58,8 @@ class PutPlan:
 class _Grouper:
     """Collects bound statements per partition, then packs each partition's into UNLOGGED batches.
 
-    A batch closes before its estimated size passes ``target_bytes`` (Cassandra warns at 5 KiB and fails at
-    50 KiB per batch); ``target_bytes = 0`` sends every row as its own statement.
+    A batch closes before its estimated size passes ``target_bytes`` (each batch is one partition, so one
+    mutation: keep it far below the maximum mutation size); ``target_bytes = 0`` sends every row alone.
     """
 
     def __init__(self, target_bytes: int) -> None:

@@ -216,6 +216,13 @@ class Config(FromEnv):
         default="128",
         doc="Cassandra: requests outstanding at once (backpressure on the driver).",
     )
+    cassandra_write_batch_bytes: int = setting(
+        "ARCHIVE_CASSANDRA_WRITE_BATCH_BYTES",
+        parse_int(0, 8 * 1024 * 1024),
+        default="262144",  # archivestore.cassandra_write.DEFAULT_WRITE_BATCH_BYTES
+        doc="Cassandra: rows of one partition go in UNLOGGED batches up to about this many bytes (one "
+        "mutation each, exempt from the batch size thresholds); 0 = one INSERT per row.",
+    )
     # ------------------------------------------------------------------ data model
     retention_days: float = setting(
         "ARCHIVE_RETENTION_DAYS",

@@ -77,6 +77,7 @@ def make_store(cfg: Config) -> ArchiveStore:
         replication=cfg.replication,
         local_dc=cfg.cassandra_local_dc or None,
         bloom_topic_expansion=cfg.bloom_topic_expansion,
+        write_batch_bytes=cfg.cassandra_write_batch_bytes,
     )
 
 

@@ -134,3 +134,9 @@ def test_cross_field_checks() -> None:
     assert (
         Config.from_env({"ARCHIVE_CASSANDRA_CONSISTENCY": "local_one"}).cassandra_consistency == "LOCAL_ONE"
     )
+
+
+def test_the_cassandra_batch_default_is_the_adapters() -> None:
+    from archivestore.cassandra_write import DEFAULT_WRITE_BATCH_BYTES
+
+    assert Config.from_env({}).cassandra_write_batch_bytes == DEFAULT_WRITE_BATCH_BYTES
