@@ -51,6 +51,7 @@ __all__ = [
     "encode_p2p_messages",
     "message_form_for",
     "parse_completion_bytes",
+    "split_sized",
 ]
 
 HASH_LENGTH = 32
@@ -100,6 +101,22 @@ def encode_p2p_messages(raw_envelopes: Sequence[bytes]) -> bytes:
     """Encode a list-form 0x7f payload from raw envelope encodings (kept byte-identical)."""
     body = b"".join(raw_envelopes)
     return _list_header(len(body)) + body
+
+
+def split_sized(body: bytes, sizes: Sequence[int]) -> list[bytes]:
+    """Split concatenated envelopes by their ``sizes`` (the columns history-query and the archive send).
+
+    Raises :class:`InvalidResponse` when the sizes do not add up to ``len(body)``; the pieces are not
+    decoded here.
+    """
+    if sum(sizes) != len(body) or any(size < 0 for size in sizes):
+        raise InvalidResponse(f"envelope sizes add up to {sum(sizes)} bytes, the batch holds {len(body)}")
+    out: list[bytes] = []
+    offset = 0
+    for size in sizes:
+        out.append(body[offset : offset + size])
+        offset += size
+    return out
 
 
 def _list_header(length: int) -> bytes:

@@ -22,6 +22,8 @@ from mailmesh.ingest.v1 import ingest_pb2, ingest_pb2_grpc
 from meshcore import make_channel, remaining_timeout, translate_rpc_error
 from meshcore.errors import Internal
 from services.edge_peer.forwarder import IngestAck, OutgoingBatch
+from wakucodec.errors import InvalidResponse
+from wakucodec.responses import split_sized
 from wakunode.ports import HistoryBatch, HistoryComplete, HistoryQuery
 
 __all__ = ["HISTORY_SERVICE", "INGEST_SERVICE", "HistoryClient", "IngestClient", "to_history_request"]
@@ -166,7 +168,12 @@ class HistoryClient:
             async for response in call:
                 kind = response.WhichOneof("kind")
                 if kind == "batch":
-                    yield HistoryBatch(list(response.batch.envelopes))
+                    batch = response.batch
+                    try:
+                        envelopes = split_sized(batch.envelopes_rlp, batch.envelope_sizes)
+                    except InvalidResponse as err:
+                        raise Internal(f"history-query sent a malformed batch: {err}") from err
+                    yield HistoryBatch(envelopes)
                 elif kind == "complete":
                     done = response.complete
                     yield HistoryComplete(done.next_cursor, done.last_envelope_hash)

@@ -17,6 +17,7 @@ import asyncio
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import NamedTuple, Protocol
 
 from archivestore.ordering import resume_key
@@ -27,6 +28,7 @@ from services.history.cursor import CursorCodec, query_fingerprint
 from wakucodec.constants import MAX_QUERY_LIMIT, MAX_TOPIC_INTEREST
 from wakucodec.errors import InvalidRequest
 from wakucodec.historyrequest import HistoryRequest
+from wakucodec.responses import split_sized
 
 __all__ = [
     "MAX_BATCH_BYTES",
@@ -146,14 +148,6 @@ class ArchivePage:
         offset = _HASH_LENGTH * index
         return Position(self.sent[index], self.hashes[offset : offset + _HASH_LENGTH])
 
-    def raws(self, count: int) -> list[bytes]:
-        """The first ``count`` envelopes' RLPs, one bytes object each."""
-        rlp, out, offset = self.rlp, [], 0
-        for size in self.sizes[:count]:
-            out.append(rlp[offset : offset + size])
-            offset += size
-        return out
-
 
 @dataclass(frozen=True, slots=True)
 class LookupResult:
@@ -249,14 +243,25 @@ class PreparedQuery:
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """Raw envelopes for one 0x7f packet, in delivery order."""
+    """Raw envelopes for one 0x7f packet, in delivery order: concatenated (``rlp``), with their ``sizes``."""
 
-    envelopes: list[bytes]
+    rlp: bytes
+    sizes: Sequence[int]
+
+    @classmethod
+    def of(cls, envelopes: Sequence[bytes]) -> Batch:
+        """The batch of these envelopes."""
+        return cls(b"".join(envelopes), [len(e) for e in envelopes])
+
+    @property
+    def envelopes(self) -> list[bytes]:
+        """The envelopes one by one (splits ``rlp``; not on the hot path)."""
+        return split_sized(self.rlp, self.sizes)
 
     @property
     def size_bytes(self) -> int:
         """Size of the batch as one RLP list (the 0x7f payload)."""
-        return rlp_list_size(sum(len(e) for e in self.envelopes))
+        return rlp_list_size(len(self.rlp))
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,10 +372,11 @@ class HistoryService:
                         )
                 elif more:
                     raise Internal("the archive reported more envelopes but returned none")
-                raws = page.raws(taken)
+                sizes = list(page.sizes[:taken])
+                offsets = [0, *accumulate(sizes)]
                 start = 0
-                for end in batch_ends(page.sizes[:taken], query.max_batch_bytes, query.max_batch_envelopes):
-                    yield Batch(raws[start:end])
+                for end in batch_ends(sizes, query.max_batch_bytes, query.max_batch_envelopes):
+                    yield Batch(page.rlp[offsets[start] : offsets[end]], sizes[start:end])
                     start = end
                 delivered += taken
         finally:

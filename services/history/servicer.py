@@ -80,10 +80,11 @@ class HistoryServicer(history_pb2_grpc.HistoryQueryServiceServicer):
                     processing += time.perf_counter() - resumed_at
                 if isinstance(item, Batch):
                     m.batch_size.observe(item.size_bytes)
-                    m.envelopes.inc(len(item.envelopes))
-                    yield history_pb2.HistoryQueryResponse(
-                        batch=history_pb2.HistoryBatch(envelopes=item.envelopes)
-                    )
+                    m.envelopes.inc(len(item.sizes))
+                    response = history_pb2.HistoryQueryResponse()
+                    response.batch.envelopes_rlp = item.rlp
+                    response.batch.envelope_sizes.extend(item.sizes)
+                    yield response
                 else:
                     yield history_pb2.HistoryQueryResponse(
                         complete=history_pb2.HistoryComplete(

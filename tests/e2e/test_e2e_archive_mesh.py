@@ -26,6 +26,7 @@ from mailmesh.ingest.v1 import ingest_pb2, ingest_pb2_grpc
 from wakucodec.bloom import bloom_match, topic_to_bloom, topics_to_bloom
 from wakucodec.envelope import Envelope
 from wakucodec.pow import seal
+from wakucodec.responses import split_sized
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = {"edge_peer": 1, "ingest": 2, "archive": 3, "history": 4}  # tools/run_mesh.py OFFSETS
@@ -191,7 +192,7 @@ def _page_all(
             complete = None
             for resp in stub.Query(req, timeout=30):
                 if resp.HasField("batch"):
-                    out.extend(resp.batch.envelopes)
+                    out.extend(split_sized(resp.batch.envelopes_rlp, resp.batch.envelope_sizes))
                 else:
                     complete = resp.complete
             assert complete is not None

@@ -132,7 +132,10 @@ class FakeHistory(history_pb2_grpc.HistoryQueryServiceServicer):
         async for item in self.store.query(query):
             if isinstance(item, HistoryBatch):
                 yield history_pb2.HistoryQueryResponse(
-                    batch=history_pb2.HistoryBatch(envelopes=item.envelopes)
+                    batch=history_pb2.HistoryBatch(
+                        envelopes_rlp=b"".join(item.envelopes),
+                        envelope_sizes=[len(e) for e in item.envelopes],
+                    )
                 )
             elif isinstance(item, HistoryComplete):
                 yield history_pb2.HistoryQueryResponse(

@@ -21,6 +21,7 @@ from services.history.server import Deps, build
 from tests.integration.history.history_archive_double import start_archive_double
 from wakucodec.envelope import Envelope, make_envelope
 from wakucodec.pow import calculate_pow
+from wakucodec.responses import split_sized
 
 BASE = 1_700_000_000
 DIRECTION = {
@@ -179,8 +180,9 @@ async def query(
     async for response in stub.Query(history_pb2.HistoryQueryRequest(**fields), timeout=timeout):
         assert complete is None, "a message after the completion"
         if response.HasField("batch"):
-            assert len(response.batch.envelopes) > 0
-            batches.append(list(response.batch.envelopes))
+            batch = split_sized(response.batch.envelopes_rlp, response.batch.envelope_sizes)
+            assert len(batch) > 0
+            batches.append(batch)
         else:
             assert response.HasField("complete")
             complete = response.complete

@@ -26,6 +26,7 @@ from wakucodec.responses import (
     encode_p2p_messages,
     message_form_for,
     parse_completion_bytes,
+    split_sized,
 )
 
 RID = bytes(range(1, 33))
@@ -292,3 +293,16 @@ def test_decode_completion_never_leaks_untyped_errors(data: bytes) -> None:
     for candidate in (data, rlp.encode(data)):
         with contextlib.suppress(InvalidResponse):
             decode_completion(candidate)
+
+
+@given(items=st.lists(st.binary(max_size=200), max_size=30))
+def test_split_sized_inverts_concatenation(items: list[bytes]) -> None:
+    assert split_sized(b"".join(items), [len(i) for i in items]) == items
+
+
+@pytest.mark.parametrize(
+    ("body", "sizes"), [(b"abc", [1, 1]), (b"abc", [2, 2]), (b"", [1]), (b"ab", [3, -1])]
+)
+def test_split_sized_refuses_sizes_that_do_not_add_up(body: bytes, sizes: list[int]) -> None:
+    with pytest.raises(InvalidResponse, match="add up"):
+        split_sized(body, sizes)
