@@ -130,3 +130,14 @@ async def test_resuming_after_a_position_and_an_empty_result(reader: str) -> Non
     assert hashes == [e.hash for e in envs[3:]] and not more and last is not None
     nothing = await page(store, query(10, after=Position(envs[-1].sent, envs[-1].hash)), WIDE, reader)
     assert nothing == ([], False, None)
+
+
+async def test_packed_overhead_counts_against_the_wire_budget() -> None:
+    store, envs = await filled([100] * 6)
+    rlp = len(envs[0].raw)
+    wire = Budget(rlp_bytes=10**9, wire_bytes=3 * (rlp + 40))
+    columns = await read_packed(store, query(6), now=BASE, budget=wire, overhead=40)
+    assert list(columns.hashes) == [e.hash for e in envs[:3]] and columns.has_more
+    assert columns.sizes == [rlp] * 3 and columns.sents == [e.sent for e in envs[:3]]
+    with pytest.raises(ResponseTooLarge):
+        await read_packed(store, query(6), now=BASE, budget=Budget(10**9, rlp + 39), overhead=40)
