@@ -82,9 +82,9 @@ class Config(FromEnv):
     archive_page: int = setting(
         "HISTORY_ARCHIVE_PAGE",
         parse_int(1, MAX_QUERY_LIMIT),
-        default="250",
-        doc="Envelopes in a query's first archive read (its batches leave before the rest is read); the rest "
-        "of the limit comes in one further read.",
+        default="1000",
+        doc="Envelopes in a query's first archive read; the rest of the limit comes in one further read. "
+        "Smaller: the first batch leaves sooner; 1000: one read per query, about 15 % less CPU.",
     )
     cursor_secrets: tuple[bytes, ...] = setting(
         "HISTORY_CURSOR_SECRETS",

@@ -183,7 +183,7 @@ class QuerySettings:
 
     default_limit: int = MAX_QUERY_LIMIT
     max_limit: int = MAX_QUERY_LIMIT
-    archive_page: int = 250
+    archive_page: int = 1000
     max_batch_bytes: int = 1024 * 1024
     #: Budgets above this are lowered to it so a batch always fits one gRPC message.
     batch_bytes_ceiling: int = MAX_BATCH_BYTES

@@ -23,7 +23,7 @@ def test_defaults() -> None:
     assert cfg.runtime.grpc_port == 50054 and cfg.runtime.metrics_port == 9154
     assert cfg.runtime.service_name == "history"
     assert cfg.archive_addr == "127.0.0.1:50053"
-    assert (cfg.default_limit, cfg.max_limit, cfg.archive_page) == (1000, 1000, 250)
+    assert (cfg.default_limit, cfg.max_limit, cfg.archive_page) == (1000, 1000, 1000)
     assert cfg.max_batch_bytes == 1024 * 1024
     assert cfg.cursor_secrets == () and cfg.cursor_secret_autocreate
     settings = settings_from(cfg)
