@@ -5,9 +5,10 @@ request (status-go's defaults and error texts via :meth:`wakucodec.historyreques
 our cap instead of status-go's refusal, the cursor); :meth:`HistoryService.run` reads the archive in chunks
 and yields byte-budgeted batches as each chunk arrives, then one completion.
 
-Paging: the first archive chunk is small (``archive_page`` envelopes) so the client receives its first batch
-after one short archive read whatever the limit; the rest of the limit is then requested in one read while
-the first chunk's batches are being sent (one chunk of read-ahead, never more). Chunks travel as columns
+Paging: the first archive read asks for ``archive_page`` envelopes (by default the whole limit: one read per
+query); with a smaller setting the client receives its first batch after a short read, and the rest of the
+limit is requested in one read while the first chunk's batches are being sent (one chunk of read-ahead,
+never more). The archive may end a read early at its byte budget; reading continues after the last one. Chunks travel as columns
 (:class:`ArchivePage`). A batch never spans two archive chunks.
 """
 
