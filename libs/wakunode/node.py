@@ -184,15 +184,34 @@ class WakuNode:
         return None
 
     async def wait_ready(self, pubkey: bytes, timeout: float) -> PeerInfo:
-        """Wait until a session with ``pubkey`` has completed its handshake; NotConnected on timeout."""
+        """Wait until the preferred session with ``pubkey`` has completed its handshake; NotConnected on timeout.
+
+        A remote offering both shh/6 and waku/1 runs two handshakes at once; whichever finishes first, this
+        returns the preferred one (waku/1) unless its handshake fails or times out. Only when no handshake
+        with a more preferred protocol is pending does a less preferred ready session do.
+        """
         try:
             async with asyncio.timeout(timeout):
-                while (session := self.session(pubkey)) is None:
+                while (session := self.session(pubkey)) is None or self._better_pending(session):
                     changed = self._changed
                     await changed.wait()
         except TimeoutError as err:
-            raise NotConnected(f"no waku/shh handshake with {pubkey.hex()[:16]} within {timeout} s") from err
+            if (session := self.session(pubkey)) is None:
+                raise NotConnected(
+                    f"no waku/shh handshake with {pubkey.hex()[:16]} within {timeout} s"
+                ) from err
         return session.info(trusted=self.is_trusted(pubkey), static=self.is_static(pubkey))
+
+    def _better_pending(self, session: WakuPeer) -> bool:
+        """Whether a handshake with ``session``'s remote on a more preferred protocol is still under way."""
+        rank = _PREFERENCE.index(session.flavor)
+        return any(
+            other.pubkey == session.pubkey
+            and not other.ready
+            and not other.peer.is_closed
+            and _PREFERENCE.index(other.flavor) < rank
+            for other in self._sessions.values()
+        )
 
     def _notify(self) -> None:
         changed, self._changed = self._changed, asyncio.Event()

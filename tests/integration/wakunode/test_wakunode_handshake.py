@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from devp2p.errors import DisconnectReason, PeerDisconnected
-from tests.integration.wakunode.support import FAST, Running, link, running_node, wait_until
+from devp2p.server import Server
+from tests.integration.wakunode.support import FAST, SERVER, Running, link, running_node, wait_until
+from tests.unit.devp2p.support import Recorder
+from wakucodec import secp
+from wakunode.options import StatusOptions
+from wakunode.peerstate import Flavor
+from wakunode.protocol import encode_status
 
 
 @pytest.mark.parametrize(
@@ -57,3 +65,20 @@ async def test_no_shared_capability_is_a_useless_peer() -> None:
             await a.server.dial(b.enode)
         assert info.value.reason == DisconnectReason.USELESS_PEER
         assert a.node.peers() == [] and b.node.peers() == []
+
+
+async def test_connect_prefers_waku1_even_when_shh6_handshakes_first() -> None:
+    shh = Recorder(name="shh", version=6, length=128)
+    waku = Recorder(name="waku", version=1, length=128)
+    remote = Server(secp.generate_private_key(), [shh, waku], SERVER)
+    async with running_node(FAST, capabilities=("waku/1", "shh/6")) as a, remote:
+        ready = asyncio.create_task(a.node.wait_ready(remote.pubkey, 5))
+        await a.server.dial(remote.enode)
+        await wait_until(lambda: len(remote.peers) == 1, what="the inbound session")
+        [peer] = remote.peers
+        await peer.send(shh, 0, encode_status(Flavor.SHH6, StatusOptions()))
+        await wait_until(lambda: [p.capability for p in a.node.peers()] == ["shh/6"], what="shh/6 ready")
+        await peer.send(waku, 0, encode_status(Flavor.WAKU1, StatusOptions()))
+        info = await asyncio.wait_for(ready, 5)
+        assert info.capability == "waku/1"  # not the shh/6 session that was ready first
+        assert a.node.session(remote.pubkey) is not None
