@@ -28,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,7 @@ PROFILES = CACHE / "profiles"
 ARCHIVE_SERVICE = "mailmesh.archive.v1.ArchiveService"
 INGEST_SERVICE = "mailmesh.ingest.v1.IngestService"
 HISTORY_SERVICE = "mailmesh.history.v1.HistoryQueryService"
+EDGE_SERVICE = "mailmesh.edgepeer.v1.EdgePeerService"
 
 #: Keyspace of every Cassandra measurement; created fresh and dropped afterwards (never the team's).
 BENCH_KEYSPACE = "mailmesh_bench"
@@ -344,7 +346,7 @@ def free_port() -> int:
 
 
 def _clean_env() -> dict[str, str]:
-    prefixes = ("ARCHIVE_", "HISTORY_", "INGEST_", "MAILMESH_", "OTEL_")
+    prefixes = ("ARCHIVE_", "HISTORY_", "INGEST_", "EDGE_", "MAILMESH_", "OTEL_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
     env["MAILMESH_LOG_LEVEL"] = "WARNING"
     env["MAILMESH_LOG_FORMAT"] = "text"
@@ -493,6 +495,96 @@ async def start_history(
     return await start_service(
         "history", "services.history", "HISTORY", full, health_name=HISTORY_SERVICE, profile=profile
     )
+
+
+@dataclass
+class EdgeService:
+    """A running ``python -m services.edge_peer``: its gRPC service, enode URL and Prometheus port."""
+
+    service: Service
+    enode: str
+    metrics_port: int
+    node_key_file: Path
+
+    @property
+    def pid(self) -> int:
+        """The process id."""
+        return self.service.pid
+
+    def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        """Scrape its ``/metrics`` (see :func:`scrape_metrics`)."""
+        return scrape_metrics(self.metrics_port)
+
+    async def stop(self, timeout: float = 30) -> int:
+        """SIGTERM (the edge flushes its ingest buffer), SIGKILL if it hangs; removes its node key."""
+        code = await self.service.stop(timeout)
+        self.node_key_file.unlink(missing_ok=True)
+        return code
+
+
+async def start_edge(
+    ingest: Service,
+    history: Service,
+    env: Mapping[str, str] | None = None,
+    *,
+    name: str = "edge-peer",
+    profile: Path | None = None,
+) -> EdgeService:
+    """``python -m services.edge_peer`` in front of ``ingest`` and ``history``, devp2p and metrics on free
+    loopback ports, a fresh node key under :data:`WORK`; the enode URL comes from its ``NodeInfo``.
+
+    Every other setting is the service's default (as deployed) unless ``env`` sets it.
+    """
+    from mailmesh.edgepeer.v1 import edgepeer_pb2, edgepeer_pb2_grpc
+
+    WORK.mkdir(parents=True, exist_ok=True)
+    key_file = WORK / f"{name}.nodekey"
+    key_file.unlink(missing_ok=True)
+    metrics_port = free_port()
+    full = {
+        "EDGE_LISTEN_HOST": "127.0.0.1",
+        "EDGE_LISTEN_PORT": str(free_port()),
+        "EDGE_METRICS_PORT": str(metrics_port),
+        "EDGE_NODE_KEY_FILE": str(key_file),
+        "EDGE_INGEST_ADDR": ingest.address,
+        "EDGE_HISTORY_ADDR": history.address,
+        "EDGE_INSTANCE": name,
+        **(env or {}),
+    }
+    service = await start_service(
+        name, "services.edge_peer", "EDGE", full, health_name=EDGE_SERVICE, profile=profile
+    )
+    try:
+        async with grpc.aio.insecure_channel(service.address) as channel:
+            info = await edgepeer_pb2_grpc.EdgePeerServiceStub(channel).NodeInfo(
+                edgepeer_pb2.NodeInfoRequest(), timeout=10
+            )
+    except BaseException:
+        await service.stop(5)
+        raise
+    return EdgeService(service, info.enode, metrics_port, key_file)
+
+
+def scrape_metrics(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """``/metrics`` of a service on 127.0.0.1: ``{(sample name, sorted labels): value}``."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def rss_kib(pid: int) -> int:
+    """Resident set size of process ``pid`` in KiB (``VmRSS`` in ``/proc/<pid>/status``; 0 if gone)."""
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
 
 
 def profile_path(suite: str, backend: str, service: str) -> Path | None:
