@@ -7,6 +7,8 @@
     mailmesh post    enode://… --topic 0x01020304 --sym-password pw --text hello --count 10
     mailmesh history enode://… --from 1700000000 --to 1700003600 --topic 0x01020304 \\
                      --dialect status-envelope --follow --out history.jsonl
+    mailmesh history enode://… --topic 0x01020304 --dialect geth-binary   # geth sends no 0x7d: the page
+                                                                            # ends 3 s after the last 0x7f
 
 Every command dials the enode with wakunode's client role (waku/1, waku/0, shh/6 offered; ``--caps`` narrows
 them), trusts it as a mailserver, prints one JSON object per line and exits 0, or prints
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import sys
 import time
@@ -37,7 +40,7 @@ from wakucodec.constants import BLOOM_SIZE, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_TT
 from wakucodec.errors import CodecError
 from wakucodec.keccak import keccak256
 from wakucodec.pow import calculate_pow
-from wakunode.client import CLIENT_CONFIG, WakuClient
+from wakunode.client import CLIENT_CONFIG, GETH_IDLE_END_S, IdleEnd, WakuClient
 from wakunode.config import CAPABILITIES
 from wakunode.errors import WakuError
 from wakunode.peerstate import PeerInfo
@@ -119,7 +122,11 @@ def parser() -> argparse.ArgumentParser:
     history.add_argument("--from", dest="lower", type=int, default=0, help="oldest sent time (UNIX s)")
     history.add_argument("--to", dest="upper", type=int, default=0, help="newest sent time (UNIX s; 0 = now)")
     history.add_argument("--topic", action="append", default=[], help="topic (repeatable)")
-    history.add_argument("--bloom", help="64-byte bloom filter, hex (ignored with --topic)")
+    history.add_argument(
+        "--bloom",
+        help="64-byte bloom filter, hex; with --topic it replaces the topics' bloom sent alongside them "
+        "(status-go <= v0.5x servers refuse a request without a bloom)",
+    )
     history.add_argument("--limit", type=int, default=0, help="envelopes per page (0 = server default 1000)")
     history.add_argument("--cursor", default="", help="start after this cursor (hex)")
     history.add_argument("--dialect", choices=sorted(DIALECTS), default="status-envelope")
@@ -131,6 +138,15 @@ def parser() -> argparse.ArgumentParser:
     history.add_argument("--max-pages", type=int, default=10_000)
     history.add_argument("--page-interval", type=float, default=0.0, help="seconds between pages")
     history.add_argument("--timeout", type=float, default=30.0, help="seconds per page (default 30)")
+    history.add_argument(
+        "--idle-end",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="end a page that gets no 0x7d after SECONDS without a 0x7f (servers that never send one, "
+        f"like geth's mailserver); 0 = wait for the 0x7d; default {GETH_IDLE_END_S:g} for geth-binary, "
+        "else 0",
+    )
     history.add_argument("--out", help="write the JSON lines to this file instead of stdout")
     return top
 
@@ -273,6 +289,11 @@ async def _history(args: argparse.Namespace, out: TextIO) -> None:
     topics = [_topic(t) for t in args.topic]
     bloom = _hex(args.bloom, BLOOM_SIZE, "--bloom") if args.bloom else None
     upper = args.upper or int(time.time())
+    idle_end: IdleEnd = "auto"
+    if args.idle_end is not None:
+        if not math.isfinite(args.idle_end) or args.idle_end < 0:
+            raise UsageError("--idle-end must be >= 0 seconds")
+        idle_end = args.idle_end or None
     request, used = build_request(
         dialect,
         lower=args.lower,
@@ -291,6 +312,7 @@ async def _history(args: argparse.Namespace, out: TextIO) -> None:
         max_pages=args.max_pages,
         page_timeout=args.timeout,
         page_interval=args.page_interval,
+        idle_end=idle_end,
     )
     run = HistoryRun()
     sink = open(args.out, "w", encoding="utf-8") if args.out else out  # noqa: SIM115 - closed below
@@ -310,6 +332,7 @@ async def _history(args: argparse.Namespace, out: TextIO) -> None:
                     "page_sizes": run.page_sizes,
                     "next_cursor": "0x" + run.next_cursor.hex() if run.next_cursor else "",
                     "last_envelope_hash": "0x" + run.last_envelope_hash.hex(),
+                    "ended_by": run.ended_by,
                     "elapsed_s": round(run.elapsed_s, 6),
                 },
             )

@@ -11,7 +11,7 @@ from wakucodec.bloom import FULL_BLOOM, topic_to_hex, topics_to_bloom
 from wakucodec.envelope import Envelope
 from wakucodec.historyrequest import Dialect, HistoryRequest
 from wakucodec.symmetric import MAILSERVER_PASSWORD, key_from_password
-from wakunode.client import WakuClient
+from wakunode.client import IdleEnd, WakuClient
 
 __all__ = [
     "DIALECTS",
@@ -32,7 +32,7 @@ DIALECTS: dict[str, Dialect] = {
     "spec6": Dialect.SPEC_6_TOPICS,
     "geth-binary": Dialect.GETH_BINARY,
 }
-#: Dialects whose wire form carries exact topics; the others get the topics' bloom.
+#: Dialects whose wire form carries exact topics (and a bloom); the others get only the topics' bloom.
 TOPIC_DIALECTS = frozenset({Dialect.STATUS_PLAIN, Dialect.STATUS_ENVELOPE, Dialect.SPEC_6_TOPICS})
 
 
@@ -48,11 +48,15 @@ def build_request(
 ) -> tuple[HistoryRequest, str]:
     """The request and a word for the filter used (``topics``, ``bloom``, ``bloom-from-topics``, ``all``).
 
-    Topics win over a bloom; a dialect that cannot carry topics gets their bloom instead (a superset match);
-    nothing at all means every topic (the full bloom).
+    Topics win over a bloom. A dialect that carries topics gets them *and* a bloom: ``bloom`` if given, else
+    the topics' bloom — what status-go clients of the envelope era sent, because status-go ≤ v0.5x servers
+    refuse a request whose bloom is empty ("bloom filter is empty"); newer servers (and ours) accept both
+    and filter by the topics. A dialect that cannot carry topics gets their bloom instead (a superset
+    match); nothing at all means every topic (the full bloom).
     """
     if topics and dialect in TOPIC_DIALECTS:
-        return HistoryRequest(lower, upper, None, tuple(topics), limit, cursor), "topics"
+        compat = bloom if bloom is not None else topics_to_bloom(topics)
+        return HistoryRequest(lower, upper, compat, tuple(topics), limit, cursor), "topics"
     if topics:
         return HistoryRequest(lower, upper, topics_to_bloom(topics), (), limit, cursor), "bloom-from-topics"
     if bloom is not None:
@@ -87,11 +91,13 @@ class HistoryOptions:
     max_pages: int = 10_000
     page_timeout: float = 30.0
     page_interval: float = 0.0
+    idle_end: IdleEnd = "auto"
+    """End a page after this many seconds without a 0x7f and no 0x7d (wakunode ``complete_after_idle``)."""
 
 
 @dataclass
 class HistoryRun:
-    """What a fetch did: pages, envelopes, the last cursor, time."""
+    """What a fetch did: pages, envelopes, the last cursor, how the last page ended, time."""
 
     pages: int = 0
     envelopes: int = 0
@@ -99,6 +105,8 @@ class HistoryRun:
     last_envelope_hash: bytes = b""
     elapsed_s: float = 0.0
     page_sizes: list[int] = field(default_factory=list)
+    ended_by: str = ""
+    """How the last page ended: ``completion`` (the server's 0x7d) or ``idle`` (no 0x7d; no cursor)."""
 
 
 async def fetch(
@@ -125,18 +133,21 @@ async def fetch(
             public_key=public_key,
             signing_key=options.signing_key,
             timeout=options.page_timeout,
+            complete_after_idle=options.idle_end,
         )
         count = 0
         async for env in page:
             count += 1
             run.envelopes += 1
             yield env
-        assert page.completion is not None
+        result = page.result
+        assert result is not None
         run.pages += 1
         run.page_sizes.append(count)
-        run.next_cursor = page.completion.cursor
-        run.last_envelope_hash = page.completion.last_envelope_hash
+        run.next_cursor = result.cursor
+        run.last_envelope_hash = result.last_envelope_hash
+        run.ended_by = result.end.value
         run.elapsed_s = time.perf_counter() - started
-        if not options.follow or not page.completion.cursor:
+        if not options.follow or not result.cursor:
             return
-        current = replace(current, cursor=page.completion.cursor)
+        current = replace(current, cursor=result.cursor)

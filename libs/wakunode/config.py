@@ -112,6 +112,10 @@ class NodeConfig:
     """Our exact topics instead of a bloom; None = bloom mode (a mailserver never sets it)."""
     light_node: bool = False
     """Advertise ourselves as a light node."""
+    restrict_light_clients: bool = True
+    """As a light node, refuse a peer whose Status says it is a light node too: the handshake fails and the
+    peer is disconnected (0x10), as geth's and status-go's ``RestrictConnectionBetweenLightClients``
+    (status-go ``RestrictLightClientsConn``, default true; §3.1, §3.4). No effect unless ``light_node``."""
     confirmations: bool = False
     """Answer every Messages packet with Message Response (12) and Batch Ack (11) (§3.6)."""
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE

@@ -88,7 +88,7 @@ class WakuMetrics:
     """*Mailmesh*: EnvelopeSink calls that ``timeout``-ed or raised an ``error``."""
     peer_disconnects: Counter[str] = field(default_factory=Counter)
     """*Mailmesh*: peers we dropped, by cause: ``bad_status``, ``status_timeout``, ``oversized``,
-    ``rate_limit``, ``protocol`` (shh PoW/bloom packets)."""
+    ``rate_limit``, ``protocol`` (shh PoW/bloom packets), ``both_light`` (two light nodes, §3.1)."""
     ignored_packets: Counter[str] = field(default_factory=Counter)
     """*Mailmesh*: packets ignored: ``second_status``, ``unknown_code``, ``p2p_request_no_mailserver``,
     ``unsolicited_p2p``."""

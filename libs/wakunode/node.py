@@ -28,7 +28,7 @@ from wakucodec.envelope import Envelope, encode_envelopes
 from wakunode import constants as c
 from wakunode.config import NodeConfig
 from wakunode.confirmations import MessageResponse, batch_hash
-from wakunode.errors import NotConnected, OversizedPacket, RateLimitExceeded
+from wakunode.errors import BadStatus, NotConnected, OversizedPacket, RateLimitExceeded
 from wakunode.mailserver import Mailserver
 from wakunode.metrics import MailserverMetrics, WakuMetrics
 from wakunode.options import StatusOptions
@@ -184,7 +184,7 @@ class WakuNode:
         return None
 
     async def wait_ready(self, pubkey: bytes, timeout: float) -> PeerInfo:
-        """Wait until the preferred session with ``pubkey`` has completed its handshake; NotConnected on timeout.
+        """Wait until the preferred session with ``pubkey`` has finished its handshake; NotConnected if none.
 
         A remote offering both shh/6 and waku/1 runs two handshakes at once; whichever finishes first, this
         returns the preferred one (waku/1) unless its handshake fails or times out. Only when no handshake
@@ -265,12 +265,20 @@ class WakuNode:
         task.add_done_callback(self._tasks.discard)
 
     def _handshake_done(self, session: WakuPeer) -> None:
+        self._check_light_peers(session)
         handle = self._timers.pop(session.session, None)
         if handle is not None:
             handle.cancel()
         session.connected_since = self.clock.time()
         session.handshake.set()
         self._notify()
+
+    def _check_light_peers(self, session: WakuPeer) -> None:
+        """Two light nodes are useless to each other: a handshake error when we restrict them (§3.1, §3.4)."""
+        cfg = self.config
+        if cfg.light_node and cfg.restrict_light_clients and session.options and session.options.light_node:
+            self.metrics.peer_disconnects["both_light"] += 1
+            raise BadStatus("peer is useless: two light client communication restricted")  # geth/status-go
 
     def _check_packet(self, session: WakuPeer, payload: bytes) -> None:
         """Rate limits (§4.7), then the max message size (§1.5): raise to disconnect."""

@@ -8,8 +8,8 @@ and yields byte-budgeted batches as each chunk arrives, then one completion.
 Paging: the first archive read asks for ``archive_page`` envelopes (by default the whole limit: one read per
 query); with a smaller setting the client receives its first batch after a short read, and the rest of the
 limit is requested in one read while the first chunk's batches are being sent (one chunk of read-ahead,
-never more). The archive may end a read early at its byte budget; reading continues after the last one. Chunks travel as columns
-(:class:`ArchivePage`). A batch never spans two archive chunks.
+never more). The archive may end a read early at its byte budget; reading continues after the last one.
+Chunks travel as columns (:class:`ArchivePage`). A batch never spans two archive chunks.
 """
 
 from __future__ import annotations

@@ -13,22 +13,23 @@ packet it reads or writes.
    are archived, ours (Publish) reach geth's filter — and one below geth's advertised PoW 0.2 is not
    forwarded to it (geth would drop the connection).
 3. Our client library dials geth's own mailserver (whisper/mailserver, LevelDB): posts to it and fetches its
-   archive in the geth-binary dialect, bit-exact.
+   archive in the geth-binary dialect, bit-exact. geth never sends a 0x7d, so the pages end by idleness
+   (the client's default for that dialect); so does ``mailmesh history --dialect geth-binary``.
 """
 
 from __future__ import annotations
 
+import io
+import json
 import time
-from collections.abc import AsyncGenerator
-from contextlib import aclosing
 from pathlib import Path
-from typing import cast
 
 import grpc
 import pytest
 from google.protobuf.duration_pb2 import Duration
 
 from mailmesh.edgepeer.v1 import edgepeer_pb2, edgepeer_pb2_grpc
+from mailmeshcli.cli import main as mailmesh_cli
 from mailmeshcli.compose import Encryption, compose_envelope
 from tests.e2e.e2e_rlpx_support import Mesh, archived, eventually
 from tests.interop.peers_support import (
@@ -51,7 +52,7 @@ from wakucodec.historyrequest import Dialect, HistoryRequest
 from wakucodec.payload import open_symmetric
 from wakucodec.pow import calculate_pow
 from wakucodec.symmetric import key_from_password
-from wakunode.client import WakuClient
+from wakunode.client import GETH_IDLE_END_S, HistoryPage, PageEnd, WakuClient
 
 GETH_POW = DEFAULT_POW  # geth's DefaultMinimumPoW: what it advertises, requires, and seals to by default
 # The suite's 120 s per test, for the test bodies only: the first test's set-up builds the Go peers (minutes
@@ -259,53 +260,60 @@ def test_our_client_uses_geths_mailserver(geth_bin: Path, tmp_path: Path) -> Non
             b"marker", topic=topic(TOPIC_MARKER), ttl=60, pow_target=0.25, encryption=None, signing_key=None
         )
 
-        async def exchange() -> tuple[list[Envelope], list[Envelope]]:
+        lower = min(e.sent for e in [*from_geth, *ours, marker]) - 1
+        upper = int(time.time()) + 5
+
+        async def fetch(
+            client: WakuClient, pubkey: bytes, tpc: str
+        ) -> tuple[HistoryPage, list[Envelope], float]:
+            # geth's mailserver answers with 0x7f packets only, never a 0x7d: in the geth-binary dialect the
+            # client ends the page once no 0x7f came for GETH_IDLE_END_S (its default there).
+            page = client.request_history(
+                pubkey,
+                HistoryRequest(lower, upper, topic_to_bloom(topic(tpc))),
+                Dialect.GETH_BINARY,
+                password=MS_PASSWORD,
+                pow_target=0.0,
+                timeout=20,
+            )
+            started = time.monotonic()
+            got = [e async for e in page]
+            return page, got, time.monotonic() - started
+
+        async def exchange() -> list[tuple[HistoryPage, list[Envelope], float]]:
             async with WakuClient() as client:
                 info = await client.connect(d.enode)  # our devp2p as initiator, geth as recipient
                 assert info.capability == "shh/6"
                 await client.post(info.pubkey, [*ours, marker])
                 # geth validated them (PoW ≥ 0.2), cached, archived and opened them
                 d.command("wait-messages 4 20")
-                lower = min(e.sent for e in [*from_geth, *ours, marker]) - 1
-                upper = int(time.time()) + 5
-                # geth's mailserver answers with 0x7f packets only (no 0x7d): it processes requests one at a
-                # time in its read loop, so the answer to a second request (the marker's topic) comes after
-                # every envelope of the first — the first page ends exactly where the marker appears.
-                page = client.request_history(
-                    info.pubkey,
-                    HistoryRequest(lower, upper, topic_to_bloom(topic(TOPIC_GETH_MS))),
-                    Dialect.GETH_BINARY,
-                    password=MS_PASSWORD,
-                    pow_target=0.0,
-                    timeout=20,
-                )
-                want = len(from_geth) + len(ours)
-                first: list[Envelope] = []
-                async with aclosing(cast(AsyncGenerator[Envelope, None], aiter(page))) as envelopes:
-                    async for env in envelopes:
-                        first.append(env)
-                        if len(first) == want:
-                            break
-                marker_page = client.request_history(
-                    info.pubkey,
-                    HistoryRequest(lower, upper, topic_to_bloom(topic(TOPIC_MARKER))),
-                    Dialect.GETH_BINARY,
-                    password=MS_PASSWORD,
-                    timeout=20,
-                )
-                second: list[Envelope] = []
-                async with aclosing(cast(AsyncGenerator[Envelope, None], aiter(marker_page))) as envelopes:
-                    async for env in envelopes:
-                        second.append(env)
-                        if env.topic == topic(TOPIC_MARKER):
-                            break
-                return first, second
+                # geth processes requests one at a time in its read loop: had the first page ended early,
+                # the rest of its answer would show up in the second (the marker's topic).
+                return [await fetch(client, info.pubkey, tpc) for tpc in (TOPIC_GETH_MS, TOPIC_MARKER)]
 
-        first, second = run(exchange())
+        (page, first, first_s), (marker_page, second, _) = run(exchange())
         expected = sorted([*from_geth, *ours], key=lambda e: (e.sent, e.hash))
         # geth's LevelDB key is sent(4) ‖ hash(32): oldest first, bit-exact (geth re-encodes; canonical RLP).
         assert [e.raw for e in first] == [e.raw for e in expected]
         assert [e.raw for e in second] == [marker.raw]  # nothing of the first answer was left over
+        for done, got in ((page, first), (marker_page, second)):
+            result = done.result
+            assert result is not None and result.end is PageEnd.IDLE and result.completion is None
+            assert result.cursor == b"" and result.last_envelope_hash == got[-1].hash
+        assert GETH_IDLE_END_S - 0.01 <= first_s < 20  # ended by idleness, not by the timeout
+
+        # The CLI the same way: exit 0, every envelope, the page ended by idleness (no --idle-end given).
+        out = io.StringIO()
+        argv = [
+            "history", d.enode, "--dialect", "geth-binary", "--from", str(lower), "--to", str(upper),
+            "--topic", TOPIC_GETH_MS, "--password", MS_PASSWORD, "--follow", "--timeout", "20",
+        ]  # fmt: skip
+        code = mailmesh_cli(argv, out)
+        lines = [json.loads(line) for line in out.getvalue().splitlines()]
+        assert code == 0, lines
+        summary = lines.pop()
+        assert [line["hash"] for line in lines] == ["0x" + e.hash.hex() for e in expected]
+        assert summary["ended_by"] == "idle" and summary["pages"] == 1 and summary["next_cursor"] == ""
         delivered = {m["payload"] for m in d.select("message") if not m["own"]}
         assert delivered == {f"posted by mailmesh #{i}" for i in range(4)}
         # The only goodbye geth saw is our client's Disconnect(0x08) when it stopped: no protocol trouble.

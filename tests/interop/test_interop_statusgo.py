@@ -13,10 +13,14 @@ of ``Waku.SendMessagesRequest``) with its own parse of our 0x7d, and its mailser
    Batch Ack do not disturb us; our Disconnect reaches it as "disconnect requested".
 3. Our client library against status-go's mailserver: both status-go request forms page through its
    archive bit-exact; the forms it cannot decode get its ``ERROR=`` (a documented difference).
+4. ``mailmesh history --topic …`` against status-go's mailserver: the CLI sends the topics' bloom along with
+   the topics, which v0.50.0 requires ("bloom filter is empty" otherwise), and pages through its archive.
 """
 
 from __future__ import annotations
 
+import io
+import json
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -26,6 +30,7 @@ import pytest
 from google.protobuf.duration_pb2 import Duration
 
 from mailmesh.edgepeer.v1 import edgepeer_pb2, edgepeer_pb2_grpc
+from mailmeshcli.cli import main as mailmesh_cli
 from mailmeshcli.compose import Encryption, compose_envelope
 from tests.e2e.e2e_rlpx_support import Mesh, archived, eventually
 from tests.interop.peers_support import (
@@ -280,3 +285,30 @@ def test_our_client_uses_statusgo_mailserver(status_bin: Path, tmp_path: Path) -
             # at limit 5 take three full pages and a fourth, empty one without a cursor.
             assert pages == 4, dialect
         assert {e["error"] for e in d.select("peer-dropped")} <= {"client quitting"}
+
+
+@pytest.mark.parametrize("dialect", ["status-plain", "status-envelope"])
+def test_cli_history_by_topic_against_statusgo_mailserver(
+    status_bin: Path, tmp_path: Path, dialect: str
+) -> None:
+    args = ["-topic", TOPIC_MS, "-password", PASSWORD, "-payload", "archived by status-go"]
+    args += ["-mailserver", str(tmp_path / "status-ms-db"), "-mailserver-password", MS_PASSWORD]
+    with go_peer(status_bin, args, tmp_path / "status-e.log") as e:
+        e.command("post 7")
+        expected = in_order(posted_envelopes(e))
+        lower, upper = min(env.sent for env in expected), int(time.time()) + 5
+        out = io.StringIO()
+        argv = [
+            "history", e.enode, "--dialect", dialect, "--from", str(lower), "--to", str(upper),
+            "--topic", TOPIC_MS, "--password", MS_PASSWORD, "--limit", str(LIMIT), "--follow",
+            "--timeout", "20",
+        ]  # fmt: skip
+        code = mailmesh_cli(argv, out)
+        lines = [json.loads(line) for line in out.getvalue().splitlines()]
+        # Topics only would get "request is invalid: bloom filter is empty" from v0.50.0.
+        assert code == 0, lines
+        summary = lines.pop()
+        assert [line["hash"] for line in lines] == ["0x" + env.hash.hex() for env in expected]
+        assert summary["filter"] == "topics" and summary["page_sizes"] == [5, 2]
+        assert summary["ended_by"] == "completion" and summary["next_cursor"] == ""
+        assert {ev["error"] for ev in e.select("peer-dropped")} <= {"client quitting"}

@@ -82,3 +82,60 @@ async def test_connect_prefers_waku1_even_when_shh6_handshakes_first() -> None:
         info = await asyncio.wait_for(ready, 5)
         assert info.capability == "waku/1"  # not the shh/6 session that was ready first
         assert a.node.session(remote.pubkey) is not None
+
+
+# --- two light nodes (wire-protocol.md §3.1, §3.4: RestrictConnectionBetweenLightClients) -----------------
+
+
+@pytest.mark.parametrize("capability", ["waku/1", "waku/0", "shh/6"])
+async def test_a_restricting_light_node_refuses_another_light_node(capability: str) -> None:
+    # Only `a` restricts, so exactly one side refuses and the outcome does not depend on who reads first.
+    caps = (capability,)
+    async with (
+        running_node(FAST, capabilities=caps, light_node=True) as a,
+        running_node(FAST, capabilities=caps, light_node=True, restrict_light_clients=False) as b,
+    ):
+        peer = await b.server.dial(a.enode)
+        end = await asyncio.wait_for(peer.wait_closed(), 5)
+        assert (end.reason, end.remote) == (DisconnectReason.SUBPROTOCOL_ERROR, True)  # as any bad Status
+        await wait_until(lambda: a.node.metrics.peer_disconnects["both_light"] == 1, what="counted")
+        assert a.node.metrics.peer_disconnects == {"both_light": 1}
+        assert b.node.metrics.peer_disconnects == {}
+        assert a.node.peers() == [] and b.node.peers() == []
+        await wait_until(lambda: not a.server.peers and not b.server.peers, what="sessions gone")
+
+
+async def test_two_light_nodes_with_the_default_refuse_each_other() -> None:
+    async with (
+        running_node(FAST, capabilities=("waku/1",), light_node=True) as a,
+        running_node(FAST, capabilities=("waku/1",), light_node=True) as b,
+    ):
+        assert a.node.config.restrict_light_clients and b.node.config.restrict_light_clients  # status-go's
+        peer = await b.server.dial(a.enode)
+        end = await asyncio.wait_for(peer.wait_closed(), 5)
+        assert end.reason == DisconnectReason.SUBPROTOCOL_ERROR
+        await wait_until(lambda: not a.server.peers and not b.server.peers, what="sessions gone")
+        # Whichever side processed the other's Status first refused it (the other may see the Disconnect
+        # before it gets to the Status); one session each, nothing else was counted.
+        counts = [a.node.metrics.peer_disconnects, b.node.metrics.peer_disconnects]
+        assert all(set(m) <= {"both_light"} for m in counts)
+        assert 1 <= sum(m["both_light"] for m in counts) <= 2
+        assert a.node.peers() == [] and b.node.peers() == []
+
+
+@pytest.mark.parametrize(
+    ("light_a", "light_b", "restrict"),
+    [(True, False, True), (False, True, True), (False, False, True), (True, True, False)],
+)
+async def test_light_nodes_are_kept_unless_both_are_light_and_restricted(
+    light_a: bool, light_b: bool, restrict: bool
+) -> None:
+    caps = ("waku/1",)
+    async with (
+        running_node(FAST, capabilities=caps, light_node=light_a, restrict_light_clients=restrict) as a,
+        running_node(FAST, capabilities=caps, light_node=light_b, restrict_light_clients=restrict) as b,
+    ):
+        await link(a, b)
+        assert [p.light_node for p in a.node.peers()] == [light_b]
+        assert [p.light_node for p in b.node.peers()] == [light_a]
+        assert a.node.metrics.peer_disconnects == {} and b.node.metrics.peer_disconnects == {}
