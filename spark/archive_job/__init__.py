@@ -11,8 +11,9 @@ Commands (``python -m spark.archive_job <command>``, or ``spark/run_job.py`` und
 - ``report``: the same scan and plan without changing anything.
 
 Module map: :mod:`.config` (settings), :mod:`.session` (SparkSession), :mod:`.extract`, :mod:`.transform`,
-:mod:`.load` (the three ETL steps), :mod:`.decide` (the per-bucket plan), :mod:`.rows` (row
-visibility), :mod:`.executor` (partition deletes run on executors), :mod:`.store` (the ArchiveStore
-seen from a synchronous job), :mod:`.cassandra_flow` / :mod:`.sqlite_flow` (the stages per backend),
-:mod:`.stages` (progress lines and fail points), :mod:`.report` (JSON and Prometheus), :mod:`.job` (entry).
+:mod:`.load` (the three ETL steps), :mod:`.decide` (the per-bucket plan), :mod:`.rows` (what a row is to
+the job), :mod:`.tables` (the sharded tables' columns), :mod:`.executor` (partition deletes run on
+executors), :mod:`.store` (the ArchiveStore seen from a synchronous job), :mod:`.cassandra_flow` /
+:mod:`.sqlite_flow` (the stages per backend), :mod:`.context` (what a run carries), :mod:`.stages`
+(progress lines, hooks, fail points), :mod:`.report` (JSON and Prometheus), :mod:`.job` (entry).
 """

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
@@ -41,9 +42,12 @@ def cassandra_settings(archive: ArchiveConfig) -> dict[str, str]:
 
 
 def start_spark(
-    job: JobConfig, archive: ArchiveConfig, app_name: str = "mailmesh-archive-job"
+    job: JobConfig,
+    archive: ArchiveConfig,
+    app_name: str = "mailmesh-archive-job",
+    extra: Mapping[str, str] | None = None,
 ) -> SparkSession:
-    """Create (or join) the session for a run."""
+    """Create (or join) the session for a run; ``extra`` Spark settings go last (tests tune the JVM)."""
     builder = SparkSession.builder.appName(app_name)
     conf = SparkConf()
     master = conf.get("spark.master", None) or job.spark_master
@@ -69,6 +73,7 @@ def start_spark(
         settings["spark.jars"] = ",".join(str(p.resolve()) for p in jars)
     if archive.backend == "cassandra":
         settings.update(cassandra_settings(archive))
+    settings.update(extra or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
