@@ -18,9 +18,11 @@ from wakucodec import rlp
 __all__ = [
     "decode_frame_data",
     "encode_frame_data",
+    "frame_size_for",
     "snappy_compress",
     "snappy_decoded_length",
     "snappy_decompress",
+    "snappy_max_encoded_length",
     "split_msg_id",
 ]
 
@@ -58,6 +60,19 @@ def snappy_decoded_length(block: bytes) -> int:
                 break
             return value
     raise MalformedMessage("corrupt snappy length header")
+
+
+def snappy_max_encoded_length(size: int) -> int:
+    """The largest raw snappy block ``size`` bytes can compress to (Go ``snappy.MaxEncodedLen``)."""
+    return 32 + size + size // 6
+
+
+def frame_size_for(max_message_size: int) -> int:
+    """The frame size limit that lets every message of up to ``max_message_size`` bytes through, with or
+    without snappy: the message id plus the message's worst-case compressed size (capped at the format's
+    limit). A :class:`~devp2p.config.SessionConfig` that lowers ``max_message_size`` sets ``max_frame_size``
+    to this, so larger messages are refused by their frame header, before the body is read."""
+    return min(c.MAX_FRAME_SIZE, c.MAX_MSG_ID_LENGTH + snappy_max_encoded_length(max_message_size))
 
 
 def snappy_compress(data: bytes) -> bytes:

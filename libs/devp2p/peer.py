@@ -79,6 +79,27 @@ def _end_for(error: BaseException, *, from_handler: bool) -> SessionEnd:
     return SessionEnd(DisconnectReason.SUBPROTOCOL_ERROR, remote=False, error=error)
 
 
+def _drop_frames(error: BaseException) -> None:
+    """Clear the tracebacks of ``error`` and of the exceptions it was raised from or during.
+
+    The error is kept in :attr:`Peer.session_end`, and its traceback's frames reference this peer (``self``)
+    and whatever they were handling — for a packet refused as oversized, the whole packet. That is a
+    reference cycle (peer → session end → error → traceback → frame → peer) which only the cyclic garbage
+    collector can free, and in a long-running process full collections are rare: every session ended by an
+    error would keep its peer, connection, buffers and the offending message alive until one runs. The
+    error's type, message and reason stay; only the frames go (a handler bug's are in the debug log).
+    """
+    pending: list[BaseException] = [error]
+    seen: set[int] = set()
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        current.__traceback__ = None
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+
+
 class Peer(PeerAPI):
     """A connected peer; create it with an established :class:`Connection` and call :meth:`run`."""
 
@@ -311,7 +332,16 @@ class Peer(PeerAPI):
                 waiter.set_exception(PeerDisconnected(end.reason, remote=end.remote, detail="before Pong"))
                 waiter.exception()  # mark retrieved: nobody may be waiting any more
         if end.error is not None:
-            log.debug("peer %r ended (%s): %r", self, reason_name(end.reason), end.error)
+            # A handler bug (not a devp2p error) gets its traceback in the debug log: it is dropped next.
+            unexpected = not isinstance(end.error, DevP2PError)
+            log.debug(
+                "peer %r ended (%s): %r",
+                self,
+                reason_name(end.reason),
+                end.error,
+                exc_info=end.error if unexpected else None,
+            )
+            _drop_frames(end.error)
         for proto in started:
             try:
                 await proto.on_stop(self, end.reason)

@@ -105,11 +105,13 @@ class MailserverMetrics:
     envelopes_total: int = 0
     """Envelopes delivered to requesters in 0x7f packets."""
     delivery_attempts_total: int = 0
-    """0x7e requests received (decodable or not)."""
+    """0x7e requests taken up by the peer's worker (decodable or not)."""
     delivery_failures_total: Counter[str] = field(default_factory=Counter)
-    """Failed requests by ``type``: ``validation`` (undecodable / refused request), ``peer_req_limit`` (rate
-    limited), ``iterator`` (the backend failed), ``process`` (sending failed or timed out),
-    ``historic_msg_resp`` (the 0x7d could not be sent)."""
+    """Failed requests by ``type``, each request under at most one: ``validation`` (undecodable / refused
+    request), ``peer_req_limit`` (rate limited), ``iterator`` (the backend failed), ``process`` (timed out, or
+    cut short by a shutdown), ``peer_gone`` (*Mailmesh*: the requester left while its answer was being
+    prepared or sent), ``historic_msg_resp`` (all sent but the final 0x7d). The rest ended with a 0x7d
+    (see :mod:`wakunode.mailserver`)."""
     requests_batched_total: int = 0
     """Requests answered with batched 0x7f packets (``Batch = true``)."""
     requests_bundle_process_duration_seconds: Histogram = field(

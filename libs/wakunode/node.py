@@ -241,6 +241,9 @@ class WakuNode:
         for task in (session.request_worker, session.sending):
             if task is not None:
                 task.cancel()
+        # A cancelled task's frames refer back to the session: drop our references so the cycle does not wait
+        # for a full garbage collection (which a busy edge peer rarely runs) to free the peer's buffers.
+        session.request_worker = session.sending = None
         if self._limiter is not None:
             self._limiter.unregister(peer.remote_id, session.ip)
         self._notify()

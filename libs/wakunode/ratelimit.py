@@ -9,11 +9,13 @@ Both take the current time as an argument (no clock inside), so tests drive them
   that IP) and per peer ID (status-go ``PeerRateLimiter.throttleIP`` / ``throttlePeer``). It only reports
   violations; the node counts them and drops the peer after the tolerance.
 - :class:`RequestRateLimiter` — status-go ``mailserver/limiter.go``: a request is allowed iff the peer's
-  last *allowed* request is more than ``period`` seconds ago; allowed requests record their time.
+  last *allowed* request is more than ``period`` seconds ago; allowed requests record their time. The time
+  is the request's receipt time (the mailserver queues requests, so it may check one later than it arrived).
 """
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -150,9 +152,11 @@ class RequestRateLimiter:
         self._last[peer] = now
         return True
 
-    def prune(self, now: float) -> None:
-        """Forget peers whose last request is older than the period (status-go cleans every second)."""
-        stale = [peer for peer, last in self._last.items() if last + self.period < now]
+    def prune(self, now: float, keep: Container[bytes] = ()) -> None:
+        """Forget peers whose last request is older than the period (status-go cleans every second), except
+        those in ``keep`` (peers with requests received but not checked yet: they are checked against their
+        receipt time, which may lie before ``now - period``)."""
+        stale = [peer for peer, last in self._last.items() if last + self.period < now and peer not in keep]
         for peer in stale:
             del self._last[peer]
 

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from devp2p.config import ServerConfig, SessionConfig
+from devp2p.constants import SNAPPY_MAX_DECODED_SIZE
 from devp2p.enode import parse_enode
+from devp2p.messages import frame_size_for
 from meshcore import FromEnv, RuntimeConfig, runtime_settings, setting
 from meshcore.parsers import (
     parse_bool,
@@ -29,7 +31,15 @@ from wakucodec.constants import MAX_MESSAGE_SIZE
 from wakucodec.symmetric import MAILSERVER_PASSWORD
 from wakunode.config import CAPABILITIES, MailserverConfig, NodeConfig, RateLimiterConfig
 
-__all__ = ["Config", "node_config", "parse_enode_url", "parse_target", "server_config"]
+__all__ = [
+    "DEVP2P_MESSAGE_MARGIN",
+    "Config",
+    "devp2p_message_limit",
+    "node_config",
+    "parse_enode_url",
+    "parse_target",
+    "server_config",
+]
 
 
 def parse_enode_url(raw: str) -> str:
@@ -183,8 +193,9 @@ class Config(FromEnv):
         "EDGE_MAX_MESSAGE_SIZE",
         parse_int(1024, MAX_MESSAGE_SIZE),
         default=str(1024 * 1024),
-        doc="Max message size in bytes: larger packets disconnect the peer; larger envelopes are refused; "
-        "the budget of one 0x7f.",
+        doc="Max message size in bytes: larger packets disconnect the peer (0x10; over it by more than "
+        "64 KiB: refused by devp2p before decoding, 0x02); larger envelopes are refused; the budget of "
+        "one 0x7f.",
     )
     confirmations: bool = setting(
         "EDGE_CONFIRMATIONS",
@@ -353,8 +364,25 @@ def node_config(cfg: Config) -> NodeConfig:
     )
 
 
+#: How far above ``EDGE_MAX_MESSAGE_SIZE`` devp2p still reads, decrypts and decompresses a message.
+DEVP2P_MESSAGE_MARGIN = 64 * 1024
+
+
+def devp2p_message_limit(cfg: Config) -> int:
+    """The largest message devp2p accepts: ``EDGE_MAX_MESSAGE_SIZE`` + :data:`DEVP2P_MESSAGE_MARGIN`.
+
+    A packet over the waku limit by up to the margin reaches wakunode, which refuses it as status-go does
+    (Disconnect 0x10, ``waku_peer_disconnects_total{cause="oversized"}``); one larger than that is refused by
+    devp2p from its frame header or snappy length header, before its body is read or decompressed
+    (Disconnect 0x02, ``devp2p_errors_total{class="MessageTooLarge"}``), instead of being decoded at up to
+    16 MiB only to be refused.
+    """
+    return min(SNAPPY_MAX_DECODED_SIZE, cfg.max_message_size + DEVP2P_MESSAGE_MARGIN)
+
+
 def server_config(cfg: Config) -> ServerConfig:
-    """The devp2p server settings the config describes."""
+    """The devp2p server settings the config describes (message limits: :func:`devp2p_message_limit`)."""
+    limit = devp2p_message_limit(cfg)
     return ServerConfig(
         host=cfg.listen_host,
         port=cfg.listen_port,
@@ -363,5 +391,9 @@ def server_config(cfg: Config) -> ServerConfig:
         max_peers=cfg.max_peers,
         max_pending_peers=cfg.max_pending_peers,
         inbound_throttle=cfg.inbound_throttle_s,
-        session=SessionConfig(handshake_timeout=cfg.handshake_timeout_s),
+        session=SessionConfig(
+            handshake_timeout=cfg.handshake_timeout_s,
+            max_message_size=limit,
+            max_frame_size=frame_size_for(limit),
+        ),
     )

@@ -51,39 +51,52 @@ class HistoryAdapter:
 
     def __init__(self, port: HistoryPort) -> None:
         self._port = port
-        #: Requests by outcome: ``complete``, ``invalid``, ``rate_limited``, ``failed``.
+        #: Queries by outcome, each exactly once: ``complete``, ``invalid``, ``rate_limited``, ``failed``, or
+        #: ``abandoned`` — the node stopped reading before history-query's answer was complete (the requester
+        #: left, or the request timed out); the query is cancelled.
         self.outcomes: Counter[str] = Counter()
 
     async def query(self, query: HistoryQuery) -> AsyncIterator[HistoryItem]:
         """Yield the port's batches, then its completion or a :class:`HistoryFailure`."""
         stream = self._port.query(query)
-        completed = False
+        settled = False
+
+        def settle(outcome: str) -> None:
+            nonlocal settled
+            settled = True
+            self.outcomes[outcome] += 1  # counted before yielding: the node may close us after the item
+
         try:
             async for item in stream:
                 if isinstance(item, HistoryComplete):
-                    completed = True
-                    self.outcomes["complete"] += 1  # counted first: the node closes us after this item
+                    settle("complete")
                     yield item
                     return
                 yield item
         except InvalidArgument as err:
-            self.outcomes["invalid"] += 1
+            settle("invalid")
             yield HistoryFailure(VALIDATION_ERROR_PREFIX + err.message)
             return
         except ResourceExhausted:
-            self.outcomes["rate_limited"] += 1
+            settle("rate_limited")
             yield HistoryFailure(RATE_LIMIT_EXCEEDED)
             return
         except MeshError as err:
-            self.outcomes["failed"] += 1
+            settle("failed")
             log.warning("history query failed: %s: %s", type(err).__name__, err.message)
             yield HistoryFailure(PROCESS_FAILURE)
             return
+        except Exception:
+            settle("failed")  # the node answers it with "failed to process request"
+            raise
+        except BaseException:  # GeneratorExit (closed before the end) or CancelledError
+            if not settled:
+                settle("abandoned")
+            raise
         finally:
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 await aclose()
-        if not completed:
-            self.outcomes["failed"] += 1
-            log.warning("history query ended without a completion")
-            yield HistoryFailure(PROCESS_FAILURE)
+        settle("failed")
+        log.warning("history query ended without a completion")
+        yield HistoryFailure(PROCESS_FAILURE)

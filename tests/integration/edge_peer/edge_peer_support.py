@@ -107,6 +107,8 @@ class FakeHistory(history_pb2_grpc.HistoryQueryServiceServicer):
     store: MemoryHistory = field(default_factory=MemoryHistory)
     fail: tuple[grpc.StatusCode, str] | None = None
     requests: list[history_pb2.HistoryQueryRequest] = field(default_factory=list)
+    hold: asyncio.Event | None = None
+    """When given, each answer's completion waits for this event (the batches go out first)."""
 
     async def Query(self, request: Any, context: Any) -> AsyncIterator[history_pb2.HistoryQueryResponse]:
         self.requests.append(request)
@@ -138,6 +140,8 @@ class FakeHistory(history_pb2_grpc.HistoryQueryServiceServicer):
                     )
                 )
             elif isinstance(item, HistoryComplete):
+                if self.hold is not None:
+                    await self.hold.wait()
                 yield history_pb2.HistoryQueryResponse(
                     complete=history_pb2.HistoryComplete(
                         next_cursor=item.next_cursor, last_envelope_hash=item.last_envelope_hash

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import gc
+import os
+import weakref
+from collections.abc import Iterator
 
 import pytest
 
 from devp2p import constants as c
 from devp2p import handshake
-from devp2p.abc import PeerAPI
+from devp2p.abc import PeerAPI, SubProtocol
 from devp2p.config import SessionConfig
 from devp2p.connection import Connection, establish
 from devp2p.errors import (
@@ -88,6 +93,51 @@ async def test_handler_error_disconnects_with_0x10() -> None:
     )
     assert (end_a.reason, end_a.remote) == (DisconnectReason.SUBPROTOCOL_ERROR, True)
     assert proto_b.stopped == [(b, DisconnectReason.SUBPROTOCOL_ERROR)]
+
+
+class _Refusing(SubProtocol):
+    """Refuses every message with ``error`` (like wakunode an oversized packet), if any; keeps no peer."""
+
+    name, version, length = "test", 1, 8
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.error = error
+
+    async def handle(self, peer: PeerAPI, code: int, payload: bytes) -> None:
+        if self.error is not None:
+            raise self.error
+
+
+@contextlib.contextmanager
+def _cycle_collector_off() -> Iterator[None]:
+    """Only reference counting frees objects meanwhile: anything kept by a reference cycle stays."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+@pytest.mark.parametrize("error", [ProtocolError("oversized"), RuntimeError("handler bug")])
+async def test_a_session_ended_by_an_error_is_freed_by_reference_counting(error: Exception) -> None:
+    """The error stays in ``session_end`` without its traceback, whose frames reference the peer and the
+    refused packet: peer → end → error → traceback → frame → peer would be a cycle that only a full
+    collection frees (the edge peer held ~1 MiB per peer dropped for an oversized packet that way)."""
+    with _cycle_collector_off():
+        a, b, tasks = await peer_pair([_Refusing()], [_Refusing(error)])
+        await a.send("test", 1, os.urandom(1 << 20))
+        end_a, end_b = await asyncio.gather(*tasks)
+        assert end_b.error is error and error.__traceback__ is None
+        assert (end_b.reason, end_a.reason) == (
+            (DisconnectReason.PROTOCOL_ERROR,) * 2
+            if isinstance(error, ProtocolError)
+            else (DisconnectReason.SUBPROTOCOL_ERROR,) * 2
+        )
+        peers = [weakref.ref(a), weakref.ref(b)]
+        del a, b, tasks, end_a, end_b
+        assert [ref() for ref in peers] == [None, None]
 
 
 @pytest.mark.parametrize("error", [ProtocolError("bad status"), MalformedMessage("bad rlp")])

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from devp2p.messages import frame_size_for
 from meshcore import ConfigError, describe_markdown
-from services.edge_peer.config import Config, node_config, server_config
+from services.edge_peer.config import DEVP2P_MESSAGE_MARGIN, Config, node_config, server_config
 from wakucodec import secp
 from wakucodec.symmetric import key_from_password
 
@@ -63,6 +64,11 @@ def test_translation_to_node_and_server_configs() -> None:
     assert ms.min_pow == 0.5 and ms.request_rate_limit == 3.0
     server = server_config(cfg)
     assert (server.port, server.advertised_host, server.max_peers) == (0, "edge.example", 3)
+    # devp2p reads at most the waku limit + the margin (then wakunode answers 0x10 "oversized"); the frame
+    # limit lets such a message through even when snappy expands it, and refuses anything larger unread.
+    limit = 2048 + DEVP2P_MESSAGE_MARGIN
+    assert server.session.max_message_size == limit
+    assert server.session.max_frame_size == 9 + 32 + limit + limit // 6
     assert key_from_password("a") != key
 
 
@@ -114,3 +120,12 @@ def test_readme_and_doc_carry_the_generated_table() -> None:
     table = describe_markdown(Config)
     assert table in (root / "services" / "edge_peer" / "README.md").read_text()
     assert table in (root / "docs" / "edge-peer.md").read_text()
+
+
+def test_devp2p_limits_follow_the_max_message_size_up_to_the_format_limit() -> None:
+    default = server_config(Config.from_env({})).session
+    assert default.max_message_size == 1024 * 1024 + DEVP2P_MESSAGE_MARGIN  # not devp2p's 16 MiB
+    assert default.max_frame_size < 2 * 1024 * 1024
+    largest = server_config(Config.from_env({"EDGE_MAX_MESSAGE_SIZE": str(10 * 1024 * 1024)})).session
+    assert largest.max_message_size == 10 * 1024 * 1024 + DEVP2P_MESSAGE_MARGIN
+    assert frame_size_for(15 * 1024 * 1024) == 2**24 - 1  # never beyond the 24-bit frame size field

@@ -3,7 +3,9 @@ StreamEnvelopes filters → protos."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import cast
 
 import pytest
 
@@ -82,6 +84,71 @@ async def test_failures_become_error_texts(error: MeshError, text: str, outcome:
 async def test_a_stream_without_completion_is_a_failure() -> None:
     items, adapter = await _run(Port([HistoryBatch([b"a"])]))
     assert items[-1] == HistoryFailure("failed to process request") and adapter.outcomes == {"failed": 1}
+
+
+class SlowPort(Port):
+    """Yields its items, then waits for history-query's next message forever (:attr:`waiting` set)."""
+
+    def __init__(self, items: list[HistoryBatch | HistoryComplete]) -> None:
+        super().__init__(items)
+        self.waiting = asyncio.Event()
+
+    async def query(self, query: HistoryQuery) -> AsyncIterator[HistoryBatch | HistoryComplete]:
+        try:
+            for item in self.items:
+                yield item
+            self.waiting.set()
+            await asyncio.Event().wait()
+            yield HistoryComplete(b"", b"h" * 32)  # pragma: no cover - never reached
+        finally:
+            self.closed = True
+
+
+async def test_a_query_closed_before_its_completion_is_abandoned() -> None:
+    """The node closes the iterator when the requester leaves or the request times out."""
+    port = SlowPort([HistoryBatch([b"a"]), HistoryBatch([b"b"])])
+    adapter = HistoryAdapter(port)
+    stream = cast(AsyncGenerator[HistoryItem, None], adapter.query(_query()))
+    assert await anext(stream) == HistoryBatch([b"a"])
+    await stream.aclose()
+    assert adapter.outcomes == {"abandoned": 1} and port.closed
+
+
+async def test_a_query_cancelled_while_waiting_for_history_is_abandoned() -> None:
+    port = SlowPort([HistoryBatch([b"a"])])
+    adapter = HistoryAdapter(port)
+
+    async def consume() -> None:
+        async for _ in adapter.query(_query()):
+            pass
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(port.waiting.wait(), 2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert adapter.outcomes == {"abandoned": 1} and port.closed
+
+
+async def test_a_completion_closed_right_after_is_only_complete() -> None:
+    done = HistoryComplete(b"", b"h" * 32)
+    adapter = HistoryAdapter(Port([HistoryBatch([b"a"]), done]))
+    stream = cast(AsyncGenerator[HistoryItem, None], adapter.query(_query()))
+    assert [await anext(stream), await anext(stream)] == [HistoryBatch([b"a"]), done]
+    await stream.aclose()  # what the node does after the completion
+    assert adapter.outcomes == {"complete": 1}
+
+
+async def test_an_unexpected_port_error_is_a_failure() -> None:
+    class Broken(Port):
+        async def query(self, query: HistoryQuery) -> AsyncIterator[HistoryBatch | HistoryComplete]:
+            yield HistoryBatch([b"a"])
+            raise RuntimeError("bug")
+
+    adapter = HistoryAdapter(Broken([]))
+    with pytest.raises(RuntimeError):
+        _ = [item async for item in adapter.query(_query())]
+    assert adapter.outcomes == {"failed": 1}
 
 
 def test_history_request_translation() -> None:

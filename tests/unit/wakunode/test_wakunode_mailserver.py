@@ -1,9 +1,14 @@
 """0x7e handling with in-memory peers and the in-memory backend: every dialect's 0x7f and 0x7d forms,
-bundling under the max message size, ERROR= texts, the per-peer request rate limit, backend failures."""
+bundling under the max message size, ERROR= texts, the per-peer request rate limit (checked at receipt),
+backend failures, and the one failure type each request ends in (requesters leaving mid-answer)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import contextlib
+import gc
+import weakref
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
@@ -16,11 +21,11 @@ from wakucodec.responses import CompletionForm, MessageForm, decode_completion, 
 from wakucodec.symmetric import key_from_password
 from wakunode import constants as c
 from wakunode.config import MailserverConfig, NodeConfig
-from wakunode.mailserver import RATE_LIMIT_EXCEEDED
+from wakunode.mailserver import PEER_GONE, RATE_LIMIT_EXCEEDED
 from wakunode.memory import FailingHistory, MemoryHistory
 from wakunode.node import WakuNode
 from wakunode.options import StatusOptions
-from wakunode.ports import HistoryBackend, HistoryFailure, HistoryItem, HistoryQuery
+from wakunode.ports import HistoryBackend, HistoryComplete, HistoryFailure, HistoryItem, HistoryQuery
 from wakunode.protocol import encode_status
 
 KEY = key_from_password("status-offline-inbox")
@@ -253,3 +258,162 @@ async def test_requested_upper_passed_for_cursor_binding() -> None:
     defaulted, explicit = history.queries
     assert defaulted.request.upper == NOW + 60 and defaulted.requested_upper == 0
     assert explicit.request.upper == NOW and explicit.requested_upper is None
+
+
+# --- rate limit at receipt, and what every request ends as ------------------------------------------------
+
+
+class GatedHistory(MemoryHistory):
+    """MemoryHistory whose answers hold after their first batch until :attr:`gate` opens; counts closings."""
+
+    def __init__(self) -> None:
+        super().__init__(ARCHIVE)
+        self.gate = asyncio.Event()
+        self.closed = 0
+        self.before_complete: Callable[[], None] | None = None
+
+    async def query(self, query: HistoryQuery) -> AsyncIterator[HistoryItem]:
+        try:
+            async for item in super().query(query):
+                if isinstance(item, HistoryComplete) and self.before_complete is not None:
+                    self.before_complete()
+                yield item
+                await self.gate.wait()
+        finally:
+            self.closed += 1
+
+
+def small() -> bytes:
+    """A valid request answered by two 0x7f packets (``Batch = false``: one envelope each) and a 0x7d."""
+    dialect = Dialect.STATUS_ENVELOPE
+    return encode_p2p_request(
+        request(dialect, limit=2, batch=False), dialect, symmetric_key=KEY, signing_key=SIGNER
+    ).payload
+
+
+async def test_rate_limit_is_checked_against_the_receipt_time() -> None:
+    """status-go checks the limit when a request arrives. A request that waited behind the previous one must
+    not be charged for the wait: the next request, sent a period after it *arrived*, is served."""
+    clock = ManualClock()
+    history = GatedHistory()
+    node = mailserver(history, clock, request_rate_limit=1.0)
+    peer = await requester(node)
+    handler = protocol(node)
+    await handler.handle(peer, c.P2P_REQUEST_CODE, small())  # Z at 1000: served, held open by the gate
+    await peer.wait_code(c.P2P_MESSAGE_CODE)
+    clock.advance(2.0)
+    await handler.handle(peer, c.P2P_REQUEST_CODE, small())  # A arrives at 1002, waits behind Z
+    clock.advance(0.5)  # the worker gets to A only at 1002.5
+    history.gate.set()
+    await peer.wait_code(c.P2P_REQUEST_COMPLETE_CODE, 2)
+    clock.advance(0.55)  # B arrives 1.05 s after A arrived (0.55 s after A was taken up)
+    await handler.handle(peer, c.P2P_REQUEST_CODE, small())
+    completions = [decode_completion(p) for p in await peer.wait_code(c.P2P_REQUEST_COMPLETE_CODE, 3)]
+    assert [done.error for done in completions] == [None, None, None]
+    assert not node.mailserver_metrics.delivery_failures_total
+
+
+async def test_a_request_that_arrived_within_the_period_is_refused_however_long_it_waited() -> None:
+    """The receipt time is kept while the request waits, also across the limiter's pruning."""
+    clock = ManualClock()
+    history = GatedHistory()
+    node = mailserver(history, clock, request_rate_limit=1.0)
+    assert node.mailserver is not None
+    peer = await requester(node)
+    handler = protocol(node)
+    await handler.handle(peer, c.P2P_REQUEST_CODE, small())  # A at 1000, held open
+    await peer.wait_code(c.P2P_MESSAGE_CODE)
+    clock.advance(0.1)
+    second = encode_p2p_request(request(Dialect.STATUS_PLAIN, limit=2), Dialect.STATUS_PLAIN)
+    await handler.handle(peer, c.P2P_REQUEST_CODE, second.payload)  # B at 1000.1, queued
+    clock.advance(5.0)
+    node.mailserver.prune(clock.time())  # A's entry is stale by now, but B still has to be checked
+    history.gate.set()
+    first_done, refused = (decode_completion(p) for p in await peer.wait_code(c.P2P_REQUEST_COMPLETE_CODE, 2))
+    assert first_done.error is None
+    assert refused.error == RATE_LIMIT_EXCEEDED and refused.request_id == second.request_id
+    assert node.mailserver_metrics.delivery_failures_total == {"peer_req_limit": 1}
+    node.mailserver.prune(clock.time())
+    assert len(node.mailserver.limiter) == 0  # nothing waits any more: forgotten
+
+
+async def test_a_requester_leaving_mid_answer_is_counted_as_peer_gone() -> None:
+    history = GatedHistory()
+    node = mailserver(history)
+    peer = await requester(node)
+    await protocol(node).handle(peer, c.P2P_REQUEST_CODE, small())
+    await peer.wait_code(c.P2P_MESSAGE_CODE)  # first 0x7f written, the second is pending
+    peer.disconnected.append(0x01)  # the connection is gone: the next write fails
+    history.gate.set()
+    await wait_for(lambda: history.closed == 1)
+    metrics = node.mailserver_metrics
+    assert metrics.delivery_attempts_total == 1
+    assert metrics.delivery_failures_total == {PEER_GONE: 1}
+
+
+async def test_a_session_closed_while_its_answer_is_prepared_is_counted_and_freed() -> None:
+    """The node cancels the worker when the session ends; the request counts once (peer_gone), the backend is
+    closed, and the session is freed by reference counting (worker task ↔ session is no cycle)."""
+    history = GatedHistory()
+    node = mailserver(history)
+    peer = await requester(node)
+    handler = protocol(node)
+    await handler.handle(peer, c.P2P_REQUEST_CODE, small())
+    await handler.handle(peer, c.P2P_REQUEST_CODE, small())  # queued: never taken up
+    await peer.wait_code(c.P2P_MESSAGE_CODE)
+    session = node._session_for(peer, handler)
+    assert session is not None and session.request_worker is not None
+    worker, ref = session.request_worker, weakref.ref(session)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        del session
+        peer.disconnected.append(0x10)
+        await handler.on_stop(peer, 0x10)
+        with contextlib.suppress(asyncio.CancelledError):
+            await worker  # (not asyncio.gather: its future and callbacks form a cycle holding the task)
+        assert worker.cancelled() and history.closed == 1
+        del worker
+        await wait_for(lambda: ref() is None)  # once the loop has let go of the task's last callback
+    finally:
+        if was_enabled:
+            gc.enable()
+    metrics = node.mailserver_metrics
+    assert metrics.delivery_attempts_total == 1 and metrics.delivery_failures_total == {PEER_GONE: 1}
+    assert node.mailserver is not None and not node.mailserver._unchecked
+
+
+async def test_an_unsendable_final_completion_is_counted_once() -> None:
+    history = GatedHistory()
+    history.gate.set()
+    node = mailserver(history)
+    peer = await requester(node)
+
+    def leave() -> None:
+        peer.fail_sends = True
+
+    history.before_complete = leave  # every 0x7f went out; the 0x7d cannot
+    await protocol(node).handle(peer, c.P2P_REQUEST_CODE, small())
+    await wait_for(lambda: history.closed == 1)
+    assert len(peer.of(c.P2P_MESSAGE_CODE)) == 2
+    assert node.mailserver_metrics.delivery_failures_total == {"historic_msg_resp": 1}
+
+
+async def test_a_refusal_that_cannot_be_sent_keeps_its_one_type() -> None:
+    node = mailserver()
+    peer = await requester(node)
+    peer.fail_sends = True
+    invalid = encode_p2p_request(
+        request(Dialect.STATUS_PLAIN, lower=NOW, upper=NOW - 1), Dialect.STATUS_PLAIN
+    )
+    await protocol(node).handle(peer, c.P2P_REQUEST_CODE, invalid.payload)
+    await wait_for(lambda: node.mailserver_metrics.delivery_attempts_total == 1)
+    await wait_for(lambda: not node._sessions[(peer.remote_id, "waku")].request_worker)
+    assert node.mailserver_metrics.delivery_failures_total == {"validation": 1}
+
+
+async def wait_for(condition: Callable[[], bool], timeout: float = 2.0) -> None:
+    """Poll ``condition`` (bounded): the worker runs in its own task."""
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.001)

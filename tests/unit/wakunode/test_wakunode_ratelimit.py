@@ -76,3 +76,12 @@ def test_request_limiter_status_go_rule() -> None:
     limiter.prune(20.0)
     assert len(limiter) == 0
     assert RequestRateLimiter(0).allow(peer, 0.0) and RequestRateLimiter(0).allow(peer, 0.0)
+
+
+def test_request_limiter_prune_keeps_peers_with_unchecked_requests() -> None:
+    limiter = RequestRateLimiter(1.0)
+    waiting, idle = b"w" * 64, b"i" * 64
+    assert limiter.allow(waiting, 10.0) and limiter.allow(idle, 10.0)
+    limiter.prune(15.0, keep={waiting})  # a request of `waiting` received at 10.5 is still queued
+    assert len(limiter) == 1
+    assert not limiter.allow(waiting, 10.5)  # checked against its receipt time, later than that
