@@ -153,6 +153,8 @@ class CassandraStore:
         )
         self._cluster: Cluster | None = None
         self._claims: dict[bytes, asyncio.Future[bool]] = {}
+        #: Per claimed hash, resolved once its claimer's envelope_keys read has returned (see ``put``).
+        self._claim_reads: dict[bytes, asyncio.Future[None]] = {}
         self._cat: Catalog | None = None
         self._maint: Maintenance | None = None
 
@@ -252,25 +254,38 @@ class CassandraStore:
         sents = [i.envelope.sent for i in items]
         lo, hi = min(sents), max(sents)
         bs = self.bucket_seconds
-        mine: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        mine: asyncio.Future[bool] = loop.create_future()
+        my_read: asyncio.Future[None] = loop.create_future()
         claimed: list[bytes] = []
         waits: dict[bytes, asyncio.Future[bool]] = {}
+        their_reads: set[asyncio.Future[None]] = set()
         if self.detect_duplicates:
             for item in items:
                 h = item.envelope.hash
                 other = self._claims.get(h)
                 if other is None:
                     self._claims[h] = mine
+                    self._claim_reads[h] = my_read
                     claimed.append(h)
                 elif other is not mine:
                     waits[h] = other
+                    their_reads.add(self._claim_reads[h])
         try:
             stored_f = keys.stored_envelopes(cat, claimed) if claimed else _no_keys()
-            time_plan, topic_plan, stored = await asyncio.gather(
-                cat.plan(TIME_TABLE, lo // bs, hi // bs),
-                cat.plan(TOPIC_TABLE, lo // 86400, hi // 86400),
-                stored_f,
-            )
+            try:
+                time_plan, topic_plan, stored = await asyncio.gather(
+                    cat.plan(TIME_TABLE, lo // bs, hi // bs),
+                    cat.plan(TOPIC_TABLE, lo // 86400, hi // 86400),
+                    stored_f,
+                )
+            finally:
+                my_read.set_result(None)
+            # This put also writes the key rows of hashes another put claimed; had those landed before the
+            # claimer's read, the claimer would take them for an earlier put's and report DUPLICATE too (a
+            # race seen under load: nobody INSERTED). So wait until every such claimer has read its keys.
+            if their_reads:
+                await asyncio.shield(asyncio.gather(*their_reads))
             plan = plan_put(
                 items,
                 now=now,
@@ -294,9 +309,12 @@ class CassandraStore:
         finally:
             if not mine.done():
                 mine.set_result(False)
+            if not my_read.done():
+                my_read.set_result(None)
             for h in claimed:
                 if self._claims.get(h) is mine:
                     del self._claims[h]
+                    del self._claim_reads[h]
 
     def _replicas_of(self, stmt: Any) -> tuple[str, ...]:
         """The replica set owning a bound statement's partition (from the driver's token map)."""
