@@ -187,23 +187,24 @@ class SqliteStore:
 
     async def query(self, query: Query, *, now: int) -> QueryPage:
         """Envelopes matching ``query`` in ``(sent, hash)`` order (reversed backward), plus ``has_more``."""
-        plan = self._plan(query, now)
-        if plan is None:
-            return QueryPage([], False)
-        rows = await self._bridge.read(lambda conn: ops.query(conn, plan), "query")
+        rows = await self._rows(query, now)
         envelopes = [ops.to_envelope(r) for r in rows[: query.limit]]
         return QueryPage(envelopes, len(rows) > query.limit)
 
     async def query_packed(self, query: Query, *, now: int) -> PackedPage:
         """:meth:`query` as columns, transposed from the rows in C (``zip``): no object per envelope."""
-        plan = self._plan(query, now)
-        if plan is None:
-            return PackedPage((), (), (), False)
-        rows = await self._bridge.read(lambda conn: ops.query(conn, plan), "query")
+        rows = await self._rows(query, now)
         if not rows:
             return PackedPage((), (), (), False)
         sents, hashes, _topics, _expiries, raws, _message_hashes = zip(*rows[: query.limit], strict=True)
         return PackedPage(raws, sents, hashes, len(rows) > query.limit)
+
+    async def _rows(self, query: Query, now: int) -> list[ops.Row]:
+        """Up to ``limit + 1`` visible rows for ``query`` (the extra one only tells ``has_more``)."""
+        plan = self._plan(query, now)
+        if plan is None:
+            return []
+        return await self._bridge.read(lambda conn: ops.query(conn, plan), "query")
 
     def _plan(self, query: Query, now: int) -> ops.QueryPlan | None:
         if query.limit < 1:
