@@ -51,6 +51,19 @@ def test_release_version_is_5_0(cfg: ctl.NodeConfig, cql: Any) -> None:
     assert ctl.cassandra_version() == row.release_version
 
 
+def test_node_runs_with_the_rendered_durability_settings(cfg: ctl.NodeConfig, cql: Any) -> None:
+    """Acknowledged means fsync'ed (batch), and the commit log is written the way ctl.py chose."""
+    rows = cql.execute(
+        "SELECT name, value FROM system_views.settings "
+        "WHERE name IN ('commitlog_sync', 'commitlog_disk_access_mode')"
+    )
+    settings = {r.name: r.value for r in rows}
+    assert settings == {
+        "commitlog_sync": "batch",
+        "commitlog_disk_access_mode": ctl.commitlog_access_mode(cfg),
+    }
+
+
 def test_write_then_read_back(cql: Any) -> None:
     cql.execute(
         f"CREATE TABLE IF NOT EXISTS {KEYSPACE}.envelopes "

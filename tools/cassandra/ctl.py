@@ -53,6 +53,10 @@ FETCH_RECIPE = "copy-dependencies/v1"
 SUPPORTED_JAVA = (11, 17)
 """Cassandra 5.0 runs on Java 11 and 17 only (infra.md 1.4); 17 is the tested one."""
 LOG_TAIL_LINES = 60
+#: Values of CASSANDRA_COMMITLOG_ACCESS (Cassandra 5.0 ``commitlog_disk_access_mode``; ``legacy`` = mmap).
+COMMITLOG_ACCESS_MODES = ("direct", "mmap", "standard", "legacy")
+#: File systems without O_DIRECT, where a ``direct`` commit log cannot open its segments.
+NO_DIRECT_IO_FS = frozenset({"tmpfs", "ramfs"})
 
 # conf/jvm17-server.options of apache/cassandra (infra.md 1.4), all of them, including the newer
 # revision's java.nio opening. Chronicle, netty and jamm need these on 17.
@@ -148,6 +152,9 @@ class NodeConfig:
     """The java executable (CASSANDRA_JAVA); empty means: the first Java 17 (or 11) found."""
     extra_jvm_opts: tuple[str, ...] = ()
     """Extra JVM options appended last, shell-split (CASSANDRA_EXTRA_JVM_OPTS); for experiments."""
+    commitlog_access: str = "direct"
+    """``commitlog_disk_access_mode`` (CASSANDRA_COMMITLOG_ACCESS): direct, mmap or standard; direct falls
+    back to mmap where the file system has no O_DIRECT (tmpfs), see :func:`commitlog_access_mode`."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> NodeConfig:
@@ -187,6 +194,11 @@ class NodeConfig:
         heap = env.get("CASSANDRA_HEAP", "").strip() or d.heap
         if not re.fullmatch(r"[1-9][0-9]*[MmGg]", heap):
             problems.append(f"CASSANDRA_HEAP={heap!r}: expected a size such as 512M or 1G")
+        access = env.get("CASSANDRA_COMMITLOG_ACCESS", "").strip() or d.commitlog_access
+        if access not in COMMITLOG_ACCESS_MODES:
+            problems.append(
+                f"CASSANDRA_COMMITLOG_ACCESS={access!r}: expected one of {', '.join(COMMITLOG_ACCESS_MODES)}"
+            )
         state_raw = env.get("CASSANDRA_STATE_DIR", "").strip()
         state_dir = (ROOT / state_raw).resolve() if state_raw else d.state_dir
         if state_dir in (Path("/"), ROOT, Path.home()):
@@ -202,6 +214,7 @@ class NodeConfig:
             stop_timeout_s=seconds("CASSANDRA_STOP_TIMEOUT", d.stop_timeout_s),
             java=env.get("CASSANDRA_JAVA", "").strip(),
             extra_jvm_opts=tuple(shlex.split(env.get("CASSANDRA_EXTRA_JVM_OPTS", ""))),
+            commitlog_access=access,
         )
         ports = [p for p in (cfg.native_port, cfg.storage_port, cfg.jmx_port) if p]
         if len(set(ports)) != len(ports):
@@ -425,7 +438,36 @@ def find_java(cfg: NodeConfig) -> str:
     raise StartFailed(f"no Java 17 or 11 found (seen: {found}); Cassandra 5.0 runs only on those")
 
 
-def render_yaml(cfg: NodeConfig) -> str:
+def filesystem_type(path: Path, mounts: str | None = None) -> str:
+    """The type of the file system holding ``path`` (longest mount point prefix in /proc/mounts), or ''."""
+    if mounts is None:
+        try:
+            mounts = Path("/proc/mounts").read_text()
+        except OSError:
+            return ""
+    target = str(path.resolve())
+    best, kind = "", ""
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace("\\040", " ")
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, fields[2]
+    return kind
+
+
+def commitlog_access_mode(cfg: NodeConfig, fs_type: str | None = None) -> str:
+    """The commit log access mode to render: the configured one, except that ``direct`` becomes ``mmap`` on
+    tmpfs/ramfs (no O_DIRECT there: the node would fail to open its first segment)."""
+    kind = filesystem_type(cfg.state_dir) if fs_type is None else fs_type
+    if cfg.commitlog_access == "direct" and kind in NO_DIRECT_IO_FS:
+        return "mmap"
+    return cfg.commitlog_access
+
+
+def render_yaml(cfg: NodeConfig, fs_type: str | None = None) -> str:
     """cassandra.yaml.in with this config's values substituted (paths single-quoted for YAML)."""
 
     def q(path: Path) -> str:
@@ -433,6 +475,7 @@ def render_yaml(cfg: NodeConfig) -> str:
 
     values = {name: q(path) for name, path in cfg.yaml_dirs().items()}
     values |= {"host": cfg.host, "native_port": str(cfg.native_port), "storage_port": str(cfg.storage_port)}
+    values["commitlog_access"] = commitlog_access_mode(cfg, fs_type)
     return string.Template(YAML_TEMPLATE.read_text()).substitute(values)
 
 
