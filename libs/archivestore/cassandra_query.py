@@ -10,11 +10,12 @@ Strategy (docs/archive.md "Queries on Cassandra" and "Cassandra adapter"):
 Partitions are grouped by day (topic table) or bucket (time table). Groups are disjoint in ``(sent, hash)``,
 so they are read in order, a window of groups at a time (1, 2, 4 … groups), and each window's partitions are
 merged with a heap. Each partition is a lazily paged slice ``(sent, hash) > start AND (sent, hash) < end``
-(``ORDER BY … DESC`` backward): its first page is its even share of the rows still wanted (at least
-``MIN_PAGE``), later pages double but never exceed what the whole merge still wants, and the next page is
-prefetched while the current one is consumed. Reading stops at ``limit + 1`` visible rows. (The first
-session sized first pages at twice the share and let later pages double freely: 2.25 rows read per row
-delivered on a 10-topic query; now 1.65 — docs/benchmarks.md.)
+(``ORDER BY … DESC`` backward): its first page is half its even share of the rows still wanted (at least
+``MIN_PAGE``); later pages double but never exceed what the partition is expected to contribute before the
+merge stops, judged from the merge's pace so far and the partition's own density (``_Progress``); the next
+page is prefetched while the current one is consumed. Reading stops at ``limit + 1`` visible rows. Rows read
+per row delivered on a 10-topic, 1000-row query over 1 M envelopes: 2.25 in the first session (first pages
+at twice the share, free doubling), 1.82 with pages capped by the rows still wanted, 1.33 now.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ from archivestore.types import Direction, Query, StoredEnvelope
 from wakucodec.bloom import bloom_match, is_full_bloom, topic_to_bloom
 
 MIN_PAGE = 32
+#: A window's first pages ask each partition for ``1 / FIRST_PAGE_SPLIT`` of its even share of the rows still
+#: wanted; later pages follow the merge's pace (``_Progress``). Halving the first pages cut rows read per row
+#: delivered from 1.63 to 1.33 for three more (concurrent) requests per 10-topic query.
+FIRST_PAGE_SPLIT = 2
 MAX_PAGE = 5000
 MAX_WINDOW = 16
 FF = b"\xff" * HASH_LEN
@@ -90,7 +95,7 @@ class _Reader:
     """Pages one partition's slice; keeps the next page in flight while the current one is consumed."""
 
     def __init__(
-        self, bridge: Bridge, part: Partition, bounds: Bounds, page: int, wanted: Callable[[], int]
+        self, bridge: Bridge, part: Partition, bounds: Bounds, page: int, wanted: Callable[[_Reader], int]
     ) -> None:
         self.bridge = bridge
         self.wanted = wanted
@@ -99,14 +104,16 @@ class _Reader:
         self.page = page
         self.rows: list[Row] = []
         self.pos = 0
+        self.fetched = 0
         self.state: bytes | None = None
         self.done = False
         self.pending: asyncio.Task[None] | None = None
 
     async def _fetch(self) -> None:
-        # Never ask one partition for more rows than the whole merge still wants: a later page doubles, but
-        # near the end of a query that doubling was most of the over-read (rows fetched, decoded, unused).
-        size = min(self.page, max(MIN_PAGE, self.wanted()))
+        # Never ask one partition for more rows than the merge is expected to take from it: a later page
+        # doubles, but near the end of a query that doubling was most of the over-read (rows fetched, decoded,
+        # unused). ``wanted`` estimates it (see ``_Progress.need``).
+        size = min(self.page, max(MIN_PAGE, self.wanted(self)))
         page = await self.bridge.fetch(
             self.part.stmt, self.params, what="query", fetch_size=size, paging_state=self.state
         )
@@ -116,6 +123,7 @@ class _Reader:
             rows: list[Row] = page.rows
         else:
             rows = [(r[0], r[1], topic, r[2], r[3], r[4], r[5], r[6]) for r in page.rows]
+        self.fetched += len(rows)
         self.rows = self.rows[self.pos :] + rows
         self.pos = 0
         self.state = page.paging_state
@@ -147,6 +155,36 @@ class _Reader:
             self.pending = None
 
 
+class _Progress:
+    """How far the merge got, to size a partition's next page by what it will likely still contribute.
+
+    Rows are roughly evenly spread in sent time within a partition, so the merge's pace so far (rows out per
+    second of sent time since the start of the range) says where in time it will stop; a partition's own
+    density over the span it has fetched says how many of its rows lie before that point. The next page asks
+    for that, with margin. Only efficiency depends on it: a short page is followed by another. (A 10-topic
+    query over 1 M envelopes read 1.82 rows per row delivered with pages sized by the rows still wanted.)
+    """
+
+    MARGIN = 1.25
+
+    def __init__(self, origin: int, forward: bool, want: int, out: list[Row]) -> None:
+        self.origin = origin
+        self.sign = 1 if forward else -1
+        self.want = want
+        self.out = out
+
+    def need(self, reader: _Reader) -> int:
+        """Rows ``reader`` should fetch next: at most the rows still wanted, fewer when the pace says so."""
+        remaining = self.want - len(self.out)
+        if not self.out or not reader.rows:
+            return remaining
+        merged_s = self.sign * (self.out[-1][0] - self.origin) + 1
+        stop_s = merged_s + remaining * merged_s / len(self.out)
+        fetched_s = self.sign * (reader.rows[-1][0] - self.origin) + 1
+        density = reader.fetched / fetched_s
+        return min(remaining, math.ceil(density * max(0.0, stop_s - fetched_s) * self.MARGIN))
+
+
 def _key_fn(direction: Direction) -> Callable[[Row], tuple[int, int] | tuple[int, bytes]]:
     if direction is Direction.FORWARD:
         return lambda r: (r[0], r[1])
@@ -164,6 +202,8 @@ async def merge_groups(
     """Up to ``want`` accepted rows from the groups (each disjoint and in ``direction`` order), merged."""
     out: list[Row] = []
     key = _key_fn(direction)
+    forward = direction is Direction.FORWARD
+    progress = _Progress(bounds.sent_range[0] if forward else bounds.sent_range[1], forward, want, out)
     index, window = 0, 1
     while index < len(groups) and len(out) < want:
         parts = [p for g in groups[index : index + window] for p in g]
@@ -172,8 +212,9 @@ async def merge_groups(
         if not parts:
             continue
         remaining = want - len(out)
-        page = min(MAX_PAGE, max(MIN_PAGE, min(remaining, math.ceil(remaining / len(parts)))))
-        readers = [_Reader(bridge, p, bounds, page, lambda: want - len(out)) for p in parts]
+        share = math.ceil(remaining / (len(parts) * FIRST_PAGE_SPLIT))
+        page = min(MAX_PAGE, max(MIN_PAGE, min(remaining, share)))
+        readers = [_Reader(bridge, p, bounds, page, progress.need) for p in parts]
         try:
             heads = await asyncio.gather(*(r.head() for r in readers))
             heap = [(key(h), i, h) for i, h in enumerate(heads) if h is not None]
