@@ -26,7 +26,7 @@ from archivestore.cassandra_catalog import Catalog
 from archivestore.cassandra_cql import Prepared
 from archivestore.cassandra_layout import check_table, validate_plan_entry
 from archivestore.cassandra_maint import Maintenance
-from archivestore.cassandra_query import QuerySettings, run_query
+from archivestore.cassandra_query import QuerySettings, Row, run_query, to_envelope
 from archivestore.cassandra_schema import (
     LATEST_VERSION,
     MIGRATIONS_TABLE,
@@ -340,6 +340,19 @@ class CassandraStore:
 
     async def query(self, query: Query, *, now: int) -> QueryPage:
         """Envelopes matching ``query`` in ``(sent, hash)`` order (reversed backward), plus ``has_more``."""
+        rows, more = await self._rows(query, now)
+        return QueryPage([to_envelope(r) for r in rows], more)
+
+    async def query_packed(self, query: Query, *, now: int) -> PackedPage:
+        """:meth:`query` as columns, transposed from the merged rows in C (``zip``), no object per row."""
+        rows, more = await self._rows(query, now)
+        if not rows:
+            return PackedPage((), (), (), more)
+        sents, hashes, _topics, _expiries, raws, *_rest = zip(*rows, strict=True)
+        return PackedPage(raws, sents, hashes, more)
+
+    async def _rows(self, query: Query, now: int) -> tuple[list[Row], bool]:
+        """Validated ``query``'s merged rows (at most ``limit``) and whether more follow."""
         if query.limit < 1:
             raise ValueError(f"limit must be at least 1, got {query.limit}")
         if not query.topics:
@@ -348,13 +361,8 @@ class CassandraStore:
             if len(query.bloom) != BLOOM_SIZE:
                 raise ValueError(f"bloom must be {BLOOM_SIZE} bytes, got {len(query.bloom)}")
         if query.lower > query.upper:
-            return QueryPage([], False)
-        envelopes, more = await run_query(self.cat, self._query_settings, query, now)
-        return QueryPage(envelopes, more)
-
-    async def query_packed(self, query: Query, *, now: int) -> PackedPage:
-        """:meth:`query` as columns (the rows are merged across partitions as envelopes first)."""
-        return PackedPage.of(await self.query(query, now=now))
+            return [], False
+        return await run_query(self.cat, self._query_settings, query, now)
 
     # ------------------------------------------------------------------ maintenance
     async def stats(self, *, now: int) -> Stats:

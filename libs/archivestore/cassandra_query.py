@@ -263,10 +263,8 @@ class QuerySettings:
     bloom_topic_expansion: int
 
 
-async def run_query(
-    cat: Catalog, cfg: QuerySettings, query: Query, now: int
-) -> tuple[list[StoredEnvelope], bool]:
-    """Envelopes for ``query`` (validated by the caller) and whether more follow.
+async def run_query(cat: Catalog, cfg: QuerySettings, query: Query, now: int) -> tuple[list[Row], bool]:
+    """Rows for ``query`` (validated by the caller), at most ``limit``, and whether more follow.
 
     One concurrent round of small reads (erasures, the day/topic catalogue, the bucket catalogue, shard
     plans — only those the query can need) decides the partitions; then the data partitions are merged.
@@ -314,7 +312,7 @@ async def run_query(
             for b in (buckets if forward else buckets[::-1])
         ]
     rows = await merge_groups(cat.bridge, groups, bounds, query.direction, want, accept)
-    return [to_envelope(r) for r in rows[: query.limit]], len(rows) > query.limit
+    return rows[: query.limit], len(rows) > query.limit
 
 
 async def _empty_catalogue() -> dict[int, set[bytes]]:
