@@ -62,6 +62,7 @@ from bench.support import (
     profile_path,
     profile_summary,
     running,
+    settle_cassandra,
     start_archive,
     start_history,
     summarize_ms,
@@ -472,7 +473,11 @@ def _cassandra(quick: bool) -> list[Result]:
             dataset = HistoryDataset(rows)
             print(f"  loading Cassandra ({rows} envelopes, budget {budget:.0f} s)", flush=True)
             setup = asyncio.run(_load_cassandra(dataset, budget))
-            print(f"  loaded {setup['rows_loaded']} in {setup['load_s']} s", flush=True)
+            print(f"  loaded {setup['rows_loaded']} in {setup['load_s']} s; settling", flush=True)
+            setup |= settle_cassandra()
+            print(
+                f"  flushed and compacted in {setup['settle_s']} s (settled: {setup['settled']})", flush=True
+            )
             env = archive_env("cassandra", retention_days=0)
             return asyncio.run(_measure("cassandra", dataset, env, setup["rows_loaded"], setup))
         finally:
