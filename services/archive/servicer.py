@@ -78,7 +78,12 @@ _DIRECTIONS = {
     common_pb2.DIRECTION_FORWARD: Direction.FORWARD,
     common_pb2.DIRECTION_BACKWARD: Direction.BACKWARD,
 }
-_OUTCOMES = (pb.PUT_OUTCOME_INSERTED, pb.PUT_OUTCOME_DUPLICATE, pb.PUT_OUTCOME_INVALID)
+_OUTCOMES = (
+    pb.PUT_OUTCOME_INSERTED,
+    pb.PUT_OUTCOME_DUPLICATE,
+    pb.PUT_OUTCOME_INVALID,
+    pb.PUT_OUTCOME_EXPIRED,
+)
 _VIEWS = {
     pb.ENVELOPE_VIEW_UNSPECIFIED: "full",
     pb.ENVELOPE_VIEW_FULL: "full",
@@ -249,26 +254,26 @@ class ArchiveServicer(archive_pb2_grpc.ArchiveServiceServicer):
                 elif outcome is PutOutcome.DUPLICATE:
                     results[i] = pb.PutResult(hash=h, outcome=pb.PUT_OUTCOME_DUPLICATE)
                 else:
-                    results[i] = pb.PutResult(hash=h, outcome=pb.PUT_OUTCOME_INVALID, detail=EXPIRED_DETAIL)
+                    results[i] = pb.PutResult(hash=h, outcome=pb.PUT_OUTCOME_EXPIRED, detail=EXPIRED_DETAIL)
             self._metrics.archived(sizes)
         for i, j in repeats.items():
             original = results[j]
             assert original is not None
-            same = original.outcome == pb.PUT_OUTCOME_INVALID
+            same = original.outcome in (pb.PUT_OUTCOME_INVALID, pb.PUT_OUTCOME_EXPIRED)
             results[i] = (
                 original if same else pb.PutResult(hash=original.hash, outcome=pb.PUT_OUTCOME_DUPLICATE)
             )
         final = [r for r in results if r is not None]
         counts = {o: sum(1 for r in final if r.outcome == o) for o in _OUTCOMES}
-        expired = sum(1 for r in final if r.detail == EXPIRED_DETAIL)
         self._metrics.outcome("inserted", counts[pb.PUT_OUTCOME_INSERTED])
         self._metrics.outcome("duplicate", counts[pb.PUT_OUTCOME_DUPLICATE])
-        self._metrics.outcome("invalid", counts[pb.PUT_OUTCOME_INVALID] - expired)
-        self._metrics.outcome("expired", expired)
+        self._metrics.outcome("invalid", counts[pb.PUT_OUTCOME_INVALID])
+        self._metrics.outcome("expired", counts[pb.PUT_OUTCOME_EXPIRED])
         return pb.PutEnvelopesResponse(
             inserted=counts[pb.PUT_OUTCOME_INSERTED],
             duplicates=counts[pb.PUT_OUTCOME_DUPLICATE],
             invalid=counts[pb.PUT_OUTCOME_INVALID],
+            expired=counts[pb.PUT_OUTCOME_EXPIRED],
             results=final,
         )
 

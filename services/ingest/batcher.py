@@ -53,6 +53,8 @@ class Outcome(enum.Enum):
     """Known to the batcher (seen cache, or the same key earlier in the window); no write of its own."""
     INVALID = "invalid"
     """The sink refused it; ``Result.detail`` says why."""
+    EXPIRED = "expired"
+    """The sink did not write it because its retention had already run out; ``Result.detail`` says so."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,13 +64,13 @@ class Result:
     outcome: Outcome
     """What happened."""
     detail: str = ""
-    """The sink's explanation for INVALID; empty otherwise."""
+    """The sink's explanation for INVALID or EXPIRED; empty otherwise."""
 
 
 _CACHED = Result(Outcome.CACHED)
 
 Sink = Callable[[Sequence[P]], Awaitable[Sequence[Result]]]
-"""Writes payloads durably, returning INSERTED / DUPLICATE / INVALID per payload in order, or raises."""
+"""Writes payloads durably, returning an INSERTED/DUPLICATE/INVALID/EXPIRED result per payload in order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,7 +264,8 @@ class Batcher(Generic[P]):
                 continue
             result = target.result
             assert result is not None  # the ticket resolves only once every entry has its result
-            out.append(_CACHED if was_joined and result.outcome is not Outcome.INVALID else result)
+            stored = result.outcome in (Outcome.INSERTED, Outcome.DUPLICATE)
+            out.append(_CACHED if was_joined and stored else result)
         return out
 
     def _known(self, item: Item[P]) -> tuple[Result | _Entry[P] | None, bool]:

@@ -35,6 +35,7 @@ _OUTCOMES = {
     archive_pb2.PUT_OUTCOME_INSERTED: Outcome.INSERTED,
     archive_pb2.PUT_OUTCOME_DUPLICATE: Outcome.DUPLICATE,
     archive_pb2.PUT_OUTCOME_INVALID: Outcome.INVALID,
+    archive_pb2.PUT_OUTCOME_EXPIRED: Outcome.EXPIRED,
 }
 
 

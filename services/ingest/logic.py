@@ -113,6 +113,9 @@ class Ingestor:
                 outcomes[index] = ItemOutcome.ACCEPTED
             elif result.outcome is Outcome.DUPLICATE:
                 outcomes[index] = ItemOutcome.DUPLICATE
+            elif result.outcome is Outcome.EXPIRED:
+                detail = clip(f"not archived: {result.detail}")
+                refused.append(Rejection(index, item.key, Fault.PAST_RETENTION, detail))
             else:
                 detail = clip(f"archive refused it: {result.detail}")
                 refused.append(Rejection(index, item.key, Fault.ARCHIVE_REFUSED, detail))
@@ -120,7 +123,8 @@ class Ingestor:
         metrics.cache_miss.inc(len(items) - hits)
         metrics.archived.inc(inserted)
         if refused:
-            metrics.reject(Fault.ARCHIVE_REFUSED, len(refused))
+            for fault in {r.fault for r in refused}:
+                metrics.reject(fault, sum(1 for r in refused if r.fault is fault))
             rejections = sorted([*rejections, *refused], key=lambda r: r.index)
         metrics.ack_seconds.observe(time.perf_counter() - started)
         return BatchOutcome(tuple(outcomes), tuple(rejections), tuple(hashes))

@@ -59,7 +59,10 @@ class Fault(enum.Enum):
     MALFORMED = "malformed"
     """Not a canonical 5-item RLP envelope (§1.1), or a batch that breaks the API's limits."""
     ARCHIVE_REFUSED = "archive_refused"
-    """The archive reported the item invalid (e.g. already past its retention); nothing was written."""
+    """The archive reported the item invalid (inconsistent fields it checks again); nothing was written."""
+    PAST_RETENTION = "past_retention"
+    """Valid on the wire, but sent + retention is already past: the archive did not write it (it would be
+    invisible at once)."""
 
 
 #: The faults status-go counts in ``waku_envelopes_cache_failures_total{type}``.

@@ -40,6 +40,8 @@ _FAULTS: dict[Fault, common_pb2.EnvelopeFault.ValueType] = {
     Fault.MALFORMED: common_pb2.ENVELOPE_FAULT_MALFORMED,
     # common.proto has no value for "the archive refused the item"; the detail says so.
     Fault.ARCHIVE_REFUSED: common_pb2.ENVELOPE_FAULT_MALFORMED,
+    # Expired by the archive's retention rather than by the envelope's own expiry; the detail says which.
+    Fault.PAST_RETENTION: common_pb2.ENVELOPE_FAULT_EXPIRED,
 }
 _OUTCOMES = {
     ItemOutcome.ACCEPTED: ingest_pb2.INGEST_OUTCOME_ACCEPTED,

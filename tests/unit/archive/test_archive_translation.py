@@ -128,18 +128,22 @@ def test_store_errors_become_mesh_errors(raised: Exception, category: type[MeshE
         assert kinds == ["unavailable"] and info.value.details["reason"] == "ARCHIVE_UNAVAILABLE"
 
 
-async def test_put_reports_an_envelope_past_retention_as_invalid_expired() -> None:
+async def test_put_reports_an_envelope_past_retention_as_expired() -> None:
     svc, registry = await servicer(RetentionPolicy(default_s=DAY))
     old, fresh = envelope(NOW - 2 * DAY), envelope(NOW - 10, 1)
-    reply = await svc.PutEnvelopes(pb.PutEnvelopesRequest(items=[item(old), item(fresh), item(old)]), CONTEXT)
-    assert [(r.outcome, r.detail) for r in reply.results] == [
-        (pb.PUT_OUTCOME_INVALID, EXPIRED_DETAIL),
+    bad = pb.PutItem(envelope=common_pb2.Envelope(hash=b"x"))
+    items = [item(old), item(fresh), item(old), bad]
+    reply = await svc.PutEnvelopes(pb.PutEnvelopesRequest(items=items), CONTEXT)
+    assert [(r.outcome, r.detail) for r in reply.results[:3]] == [
+        (pb.PUT_OUTCOME_EXPIRED, EXPIRED_DETAIL),
         (pb.PUT_OUTCOME_INSERTED, ""),
-        (pb.PUT_OUTCOME_INVALID, EXPIRED_DETAIL),  # a repeat shares its first occurrence's fate
+        (pb.PUT_OUTCOME_EXPIRED, EXPIRED_DETAIL),  # a repeat shares its first occurrence's fate
     ]
-    assert (reply.inserted, reply.duplicates, reply.invalid) == (1, 0, 2)
+    assert reply.results[3].outcome == pb.PUT_OUTCOME_INVALID and reply.results[3].detail != EXPIRED_DETAIL
+    assert (reply.inserted, reply.duplicates, reply.invalid, reply.expired) == (1, 0, 1, 2)
     value = registry.get_sample_value
     assert value("mailmesh_archive_put_items_total", {"db": "model", "outcome": "expired"}) == 2
+    assert value("mailmesh_archive_put_items_total", {"db": "model", "outcome": "invalid"}) == 1
     assert value("mailmesh_archive_put_items_total", {"db": "model", "outcome": "inserted"}) == 1
     assert value("mailserver_archived_envelopes_total", {"db": "model"}) == 1
     assert value("mailserver_archived_envelope_size_bytes_sum", {"db": "model"}) == 20 + 20 + len(fresh.data)
@@ -150,7 +154,7 @@ async def test_a_per_item_retention_override_is_applied() -> None:
     e = envelope(NOW - 100)
     short = item(e, retention={"seconds": 50})
     reply = await svc.PutEnvelopes(pb.PutEnvelopesRequest(items=[short]), CONTEXT)
-    assert reply.results[0].detail == EXPIRED_DETAIL
+    assert (reply.results[0].outcome, reply.results[0].detail) == (pb.PUT_OUTCOME_EXPIRED, EXPIRED_DETAIL)
     rounded = item(
         e, retention={"seconds": 100, "nanos": 1}
     )  # 100.000000001 s rounds up to 101: still visible

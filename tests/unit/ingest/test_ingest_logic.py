@@ -22,11 +22,12 @@ TOPIC = bytes.fromhex("01020304")
 
 
 class MemoryArchive:
-    """The batcher's sink: stores by hash; hashes in ``refuse`` come back INVALID."""
+    """The batcher's sink: stores by hash; hashes in ``refuse`` come back INVALID, in ``expire`` EXPIRED."""
 
     def __init__(self) -> None:
         self.items: dict[bytes, Accepted] = {}
         self.refuse: set[bytes] = set()
+        self.expire: set[bytes] = set()
         self.writes = 0
 
     async def put(self, items: Sequence[Accepted]) -> list[Result]:
@@ -35,7 +36,9 @@ class MemoryArchive:
         for item in items:
             key = item.envelope.hash
             if key in self.refuse:
-                out.append(Result(Outcome.INVALID, "past its retention"))
+                out.append(Result(Outcome.INVALID, "hash does not match"))
+            elif key in self.expire:
+                out.append(Result(Outcome.EXPIRED, "sent time + retention is already past"))
             elif key in self.items:
                 out.append(Result(Outcome.DUPLICATE))
             else:
@@ -154,7 +157,24 @@ async def test_archive_refusal_is_a_rejection(ingestor: Ingestor, archive: Memor
     assert outcome.outcomes == (ItemOutcome.ACCEPTED, ItemOutcome.REJECTED)
     (rejection,) = outcome.rejections
     assert (rejection.index, rejection.fault, rejection.hash) == (1, Fault.ARCHIVE_REFUSED, envelope.hash)
-    assert "past its retention" in rejection.detail
+    assert rejection.detail == "archive refused it: hash does not match"
+
+
+async def test_archive_retention_expiry_is_its_own_rejection_reason(
+    ingestor: Ingestor, archive: MemoryArchive, registry: CollectorRegistry
+) -> None:
+    refused, expired = env(data=b"refused"), env(data=b"expired")
+    archive.refuse.add(refused.hash)
+    archive.expire.add(expired.hash)
+    outcome = await ingestor.ingest([expired.raw, refused.raw, expired.raw], CLOCK)
+    assert outcome.outcomes == (ItemOutcome.REJECTED,) * 3
+    faults = [(r.index, r.fault) for r in outcome.rejections]
+    assert faults == [(0, Fault.PAST_RETENTION), (1, Fault.ARCHIVE_REFUSED), (2, Fault.PAST_RETENTION)]
+    assert outcome.rejections[0].detail == "not archived: sent time + retention is already past"
+    assert sample(registry, "waku_envelopes_rejected_total", reason="past_retention") == 2
+    assert sample(registry, "waku_envelopes_rejected_total", reason="archive_refused") == 1
+    # Not remembered as stored: a later copy is asked about again.
+    assert (await ingestor.ingest([expired.raw], CLOCK)).rejections[0].fault is Fault.PAST_RETENTION
 
 
 async def test_oversized_batches_are_refused_whole(ingestor: Ingestor, archive: MemoryArchive) -> None:
