@@ -345,14 +345,15 @@ class CassandraStore:
 
     async def query_packed(self, query: Query, *, now: int) -> PackedPage:
         """:meth:`query` as columns, transposed from the merged rows in C (``zip``), no object per row."""
-        rows, more = await self._rows(query, now)
+        rows, more = await self._rows(query, now, lean=True)
         if not rows:
             return PackedPage((), (), (), more)
         sents, hashes, _topics, _expiries, raws, *_rest = zip(*rows, strict=True)
         return PackedPage(raws, sents, hashes, more)
 
-    async def _rows(self, query: Query, now: int) -> tuple[list[Row], bool]:
-        """Validated ``query``'s merged rows (at most ``limit``) and whether more follow."""
+    async def _rows(self, query: Query, now: int, *, lean: bool = False) -> tuple[list[Row], bool]:
+        """Validated ``query``'s merged rows (at most ``limit``) and whether more follow (``lean``: see
+        ``run_query``)."""
         if query.limit < 1:
             raise ValueError(f"limit must be at least 1, got {query.limit}")
         if not query.topics:
@@ -362,7 +363,7 @@ class CassandraStore:
                 raise ValueError(f"bloom must be {BLOOM_SIZE} bytes, got {len(query.bloom)}")
         if query.lower > query.upper:
             return [], False
-        return await run_query(self.cat, self._query_settings, query, now)
+        return await run_query(self.cat, self._query_settings, query, now, lean=lean)
 
     # ------------------------------------------------------------------ maintenance
     async def stats(self, *, now: int) -> Stats:

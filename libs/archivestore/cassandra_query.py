@@ -84,11 +84,13 @@ class Bounds:
 
 @dataclass(frozen=True)
 class Partition:
-    """One partition slice to read: statement, partition key values, and the topic when rows omit it."""
+    """One partition slice to read: statement, partition key values, the topic when rows omit it, and
+    whether the statement selects the lean columns (``cassandra_cql.TIME_LEAN``/``TOPIC_LEAN``)."""
 
     stmt: PreparedStatement
     key: tuple[object, ...]
     topic: bytes | None = None
+    lean: bool = False
 
 
 class _Reader:
@@ -119,8 +121,16 @@ class _Reader:
         )
         self.page = min(self.page * 2, MAX_PAGE)
         topic = self.part.topic
-        if topic is None:
-            rows: list[Row] = page.rows
+        rows: list[Row]
+        # Every row in the one Row shape; lean rows have no expiry, message hash or write time (0/None:
+        # only the packed view reads them, and only when no erasure needs the write time).
+        if self.part.lean:
+            if topic is None:
+                rows = [(r[0], r[1], r[2], 0, r[3], None, r[4], None) for r in page.rows]
+            else:
+                rows = [(r[0], r[1], topic, 0, r[2], None, r[3], None) for r in page.rows]
+        elif topic is None:
+            rows = page.rows
         else:
             rows = [(r[0], r[1], topic, r[2], r[3], r[4], r[5], r[6]) for r in page.rows]
         self.fetched += len(rows)
@@ -263,8 +273,13 @@ class QuerySettings:
     bloom_topic_expansion: int
 
 
-async def run_query(cat: Catalog, cfg: QuerySettings, query: Query, now: int) -> tuple[list[Row], bool]:
+async def run_query(
+    cat: Catalog, cfg: QuerySettings, query: Query, now: int, *, lean: bool = False
+) -> tuple[list[Row], bool]:
     """Rows for ``query`` (validated by the caller), at most ``limit``, and whether more follow.
+
+    ``lean`` (the packed view): rows need only sent, hash and raw; the lean statements are used unless an
+    erasure covers the range (its check needs each row's write time).
 
     One concurrent round of small reads (erasures, the day/topic catalogue, the bucket catalogue, shard
     plans — only those the query can need) decides the partitions; then the data partitions are merged.
@@ -284,21 +299,27 @@ async def run_query(cat: Catalog, cfg: QuerySettings, query: Query, now: int) ->
         cat.buckets(lo // bs, hi // bs, now) if scan_possible else _no_buckets(),
         cat.plan(TIME_TABLE, lo // bs, hi // bs) if scan_possible else _no_plan(),
     )
-    accept = row_filter(now, erasures.within(lo, hi))
+    erased = erasures.within(lo, hi)
+    lean = lean and not erased
+    accept = row_filter(now, erased)
     if bloom is not None:
         catalogue = {
             d: {t for t in ts if bloom_match(bloom, topic_to_bloom(t))} for d, ts in catalogue.items()
         }
         if len(set().union(*catalogue.values())) > cfg.bloom_topic_expansion:
-            accept = row_filter(now, erasures.within(lo, hi), _bloom_filter(bloom))
+            accept = row_filter(now, erased, _bloom_filter(bloom))
             topic_plan = None
     want = query.limit + 1
     forward = query.direction is Direction.FORWARD
+    q = cat.q
     if topic_plan is not None:
-        stmt = cat.q.sel_topic_fwd if forward else cat.q.sel_topic_bwd
+        if lean:
+            stmt = q.lean_topic_fwd if forward else q.lean_topic_bwd
+        else:
+            stmt = q.sel_topic_fwd if forward else q.sel_topic_bwd
         groups = [
             [
-                Partition(stmt, (t, d, s), t)
+                Partition(stmt, (t, d, s), t, lean)
                 for t in sorted(catalogue.get(d, ()))
                 for s in topic_plan.all_shards(d)
             ]
@@ -306,9 +327,12 @@ async def run_query(cat: Catalog, cfg: QuerySettings, query: Query, now: int) ->
         ]
     else:
         assert time_plan is not None
-        stmt = cat.q.sel_time_fwd if forward else cat.q.sel_time_bwd
+        if lean:
+            stmt = q.lean_time_fwd if forward else q.lean_time_bwd
+        else:
+            stmt = q.sel_time_fwd if forward else q.sel_time_bwd
         groups = [
-            [Partition(stmt, (b, s)) for s in time_plan.all_shards(b)]
+            [Partition(stmt, (b, s), None, lean) for s in time_plan.all_shards(b)]
             for b in (buckets if forward else buckets[::-1])
         ]
     rows = await merge_groups(cat.bridge, groups, bounds, query.direction, want, accept)
