@@ -15,13 +15,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Generic, TypeVar
 
 from archivestore.protocol import ArchiveStore
-from archivestore.types import Position, Query, StoredEnvelope
+from archivestore.types import PackedPage, Position, Query, StoredEnvelope
 from services.archive.errors import ResponseTooLarge
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+C = TypeVar("C")
 
 #: Size assumed for the first store query of a page (bytes of RLP per envelope).
 NOMINAL_ENVELOPE_BYTES = 1024
@@ -62,6 +63,55 @@ def first_chunk(limit: int, rlp_budget: int) -> int:
     return max(1, min(limit, math.ceil(rlp_budget / NOMINAL_ENVELOPE_BYTES)))
 
 
+@dataclass(slots=True)
+class _Taken:
+    """What a ``take`` step kept of one store chunk: how many envelopes, their RLP and wire bytes, and the
+    position of the last one kept."""
+
+    count: int
+    rlp: int
+    wire: int
+    last: Position | None
+
+
+async def _read_chunks(
+    query: Query,
+    budget: Budget,
+    fetch: Callable[[Query], Awaitable[tuple[C, int, bool]]],
+    take: Callable[[C, int, int, bool], _Taken],
+) -> tuple[bool, Position | None]:
+    """The chunk loop both views share: ask the store for a chunk, keep what fits, continue after the last
+    one kept with a chunk sized from the average so far, until the limit, the budget or the matches run out.
+
+    ``fetch(q)`` returns a chunk, its length and the store's ``has_more``; ``take(chunk, rlp_left, wire_left,
+    first)`` keeps the leading envelopes that fit (at least one when ``first``, i.e. nothing kept yet).
+    Returns ``has_more`` and the position of the last envelope kept.
+    """
+    rlp_used = wire_used = kept = 0
+    last = None
+    remaining = query.limit
+    chunk = first_chunk(query.limit, budget.rlp_bytes)
+    after = query.after
+    while True:
+        got, n, store_more = await fetch(dataclasses.replace(query, limit=min(chunk, remaining), after=after))
+        step = take(got, budget.rlp_bytes - rlp_used, budget.wire_bytes - wire_used, kept == 0)
+        rlp_used += step.rlp
+        wire_used += step.wire
+        kept += step.count
+        if step.last is not None:
+            last = step.last
+        if step.count < n:
+            return True, last  # the next envelope did not fit: provably one more
+        remaining -= n
+        if not store_more or n == 0:
+            return False, last
+        if remaining <= 0 or rlp_used >= budget.rlp_bytes:
+            return True, last  # the store said more match; none fits here
+        after = last
+        average = max(1.0, rlp_used / kept)
+        chunk = max(1, math.ceil((budget.rlp_bytes - rlp_used) / average))
+
+
 async def read_page(
     store: ArchiveStore,
     query: Query,
@@ -76,37 +126,31 @@ async def read_page(
     Raises :class:`ResponseTooLarge` when the first matching envelope alone exceeds ``budget.wire_bytes``.
     """
     items: list[T] = []
-    rlp_used = wire_used = 0
-    last: StoredEnvelope | None = None
-    remaining = query.limit
-    chunk = first_chunk(query.limit, budget.rlp_bytes)
-    after = query.after
-    while True:
-        page = await store.query(
-            dataclasses.replace(query, limit=min(chunk, remaining), after=after), now=now
-        )
-        for envelope in page.envelopes:
+
+    async def fetch(q: Query) -> tuple[list[StoredEnvelope], int, bool]:
+        page = await store.query(q, now=now)
+        return page.envelopes, len(page.envelopes), page.has_more
+
+    def take(envelopes: list[StoredEnvelope], rlp_left: int, wire_left: int, first: bool) -> _Taken:
+        rlp = wire = count = 0
+        last = None
+        for envelope in envelopes:
             item = convert(envelope)
             size = wire_size(item)
-            if items and (
-                rlp_used + len(envelope.raw) > budget.rlp_bytes or wire_used + size > budget.wire_bytes
-            ):
-                return Page(items, True, _position(last))
-            if size > budget.wire_bytes:
-                raise ResponseTooLarge(size, budget.wire_bytes)
+            if not (first and count == 0):
+                if rlp + len(envelope.raw) > rlp_left or wire + size > wire_left:
+                    break
+            elif size > wire_left:
+                raise ResponseTooLarge(size, wire_left)
             items.append(item)
-            rlp_used += len(envelope.raw)
-            wire_used += size
+            rlp += len(envelope.raw)
+            wire += size
+            count += 1
             last = envelope
-        remaining -= len(page.envelopes)
-        if not page.has_more or not page.envelopes:
-            return Page(items, False, _position(last))
-        if remaining <= 0 or rlp_used >= budget.rlp_bytes:
-            return Page(items, True, _position(last))  # the store said more match; none fits here
-        assert last is not None
-        after = Position(last.sent, last.hash)
-        average = max(1.0, rlp_used / len(items))
-        chunk = max(1, math.ceil((budget.rlp_bytes - rlp_used) / average))
+        return _Taken(count, rlp, wire, _position(last))
+
+    has_more, last = await _read_chunks(query, budget, fetch, take)
+    return Page(items, has_more, last)
 
 
 @dataclass(slots=True)
@@ -134,39 +178,27 @@ async def read_packed(
     sums and a bisection per store chunk instead of a loop over envelopes (the history hot path).
     """
     out = PackedColumns([], [], [], [])
-    rlp_used = wire_used = 0
-    remaining = query.limit
-    chunk = first_chunk(query.limit, budget.rlp_bytes)
-    after = query.after
-    while True:
-        page = await store.query_packed(
-            dataclasses.replace(query, limit=min(chunk, remaining), after=after), now=now
-        )
+
+    async def fetch(q: Query) -> tuple[PackedPage, int, bool]:
+        page = await store.query_packed(q, now=now)
+        return page, len(page.raws), page.has_more
+
+    def take(page: PackedPage, rlp_left: int, wire_left: int, first: bool) -> _Taken:
         sizes = list(map(len, page.raws))
-        fit = _fitting(sizes, budget.rlp_bytes - rlp_used, budget.wire_bytes - wire_used, overhead)
-        if not out.sizes and sizes and fit == 0:
-            if sizes[0] + overhead > budget.wire_bytes:
-                raise ResponseTooLarge(sizes[0] + overhead, budget.wire_bytes)
+        fit = _fitting(sizes, rlp_left, wire_left, overhead)
+        if first and sizes and fit == 0:
+            if sizes[0] + overhead > wire_left:
+                raise ResponseTooLarge(sizes[0] + overhead, wire_left)
             fit = 1  # at least one envelope whenever one matches, even past the RLP budget
         out.raws.extend(page.raws[:fit])
         out.sizes.extend(sizes[:fit])
         out.sents.extend(page.sents[:fit])
         out.hashes.extend(page.hashes[:fit])
         added = sum(sizes[:fit])
-        rlp_used += added
-        wire_used += added + fit * overhead
-        if fit < len(sizes):
-            out.has_more = True
-            return out
-        remaining -= len(sizes)
-        if not page.has_more or not sizes:
-            return out
-        if remaining <= 0 or rlp_used >= budget.rlp_bytes:
-            out.has_more = True  # the store said more match; none fits here
-            return out
-        after = Position(out.sents[-1], out.hashes[-1])
-        average = max(1.0, rlp_used / len(out.sizes))
-        chunk = max(1, math.ceil((budget.rlp_bytes - rlp_used) / average))
+        return _Taken(fit, added, added + fit * overhead, out.last if fit else None)
+
+    out.has_more, _ = await _read_chunks(query, budget, fetch, take)
+    return out
 
 
 def _fitting(sizes: list[int], rlp_left: int, wire_left: int, overhead: int) -> int:
