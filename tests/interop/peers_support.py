@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import grpc
 
 from mailmesh.edgepeer.v1 import edgepeer_pb2, edgepeer_pb2_grpc
+from mailmeshcli.compose import Encryption, compose_envelope
 from wakucodec.envelope import Envelope, decode_envelope
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,6 +62,23 @@ Event = dict[str, Any]
 def topic(text: str) -> bytes:
     """``0x…`` → 4 bytes."""
     return bytes.fromhex(text.removeprefix("0x"))
+
+
+def channel_posts(text: str, topic_text: str, count: int, signer: bytes) -> list[Envelope]:
+    """``count`` envelopes as our side posts on a shared channel: payload ``"<text> #<i>"``, encrypted with
+    :data:`PASSWORD`, signed by ``signer``, sealed to PoW 0.25 (above both peers' minimum), TTL 60 s."""
+    encryption = Encryption.from_password(PASSWORD)
+    return [
+        compose_envelope(
+            f"{text} #{i}".encode(),
+            topic=topic(topic_text),
+            ttl=60,
+            pow_target=0.25,
+            encryption=encryption,
+            signing_key=signer,
+        )
+        for i in range(count)
+    ]
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:

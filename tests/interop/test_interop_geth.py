@@ -39,6 +39,7 @@ from tests.interop.peers_support import (
     PASSWORD,
     TOPICS,
     GoPeer,
+    channel_posts,
     edge_view,
     go_peer,
     posted_envelopes,
@@ -194,17 +195,7 @@ def test_we_dial_geth_and_envelopes_flow_both_ways(mesh: Mesh, geth_bin: Path, t
         # us → geth: sealed by our codecs to geth's PoW, encrypted with the channel key, signed.
         signer = secp.generate_private_key()
         encryption = Encryption.from_password(PASSWORD)
-        ours = [
-            compose_envelope(
-                f"from mailmesh #{i}".encode(),
-                topic=topic(TOPIC_BOTH_WAYS),
-                ttl=60,
-                pow_target=0.25,
-                encryption=encryption,
-                signing_key=signer,
-            )
-            for i in range(5)
-        ]
+        ours = channel_posts("from mailmesh", TOPIC_BOTH_WAYS, 5, signer)
         # Unsealed, then the first nonce whose PoW is below geth's 0.2 but above our own 0.000002 (sealing to
         # a low target could overshoot 0.2 by luck).
         weak = compose_envelope(
@@ -245,17 +236,7 @@ def test_our_client_uses_geths_mailserver(geth_bin: Path, tmp_path: Path) -> Non
         d.command("post 8")  # geth's add() archives its own envelopes in its mailserver
         from_geth = posted_envelopes(d)
         signer = secp.generate_private_key()
-        ours = [
-            compose_envelope(
-                f"posted by mailmesh #{i}".encode(),
-                topic=topic(TOPIC_GETH_MS),
-                ttl=60,
-                pow_target=0.25,
-                encryption=Encryption.from_password(PASSWORD),
-                signing_key=signer,
-            )
-            for i in range(4)
-        ]
+        ours = channel_posts("posted by mailmesh", TOPIC_GETH_MS, 4, signer)
         marker = compose_envelope(
             b"marker", topic=topic(TOPIC_MARKER), ttl=60, pow_target=0.25, encryption=None, signing_key=None
         )

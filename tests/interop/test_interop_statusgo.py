@@ -31,7 +31,6 @@ from google.protobuf.duration_pb2 import Duration
 
 from mailmesh.edgepeer.v1 import edgepeer_pb2, edgepeer_pb2_grpc
 from mailmeshcli.cli import main as mailmesh_cli
-from mailmeshcli.compose import Encryption, compose_envelope
 from tests.e2e.e2e_rlpx_support import Mesh, archived, eventually
 from tests.interop.peers_support import (
     DEFAULT_POW,
@@ -40,6 +39,7 @@ from tests.interop.peers_support import (
     STATUSPEER,
     TOPICS,
     GoPeer,
+    channel_posts,
     edge_view,
     go_peer,
     posted_envelopes,
@@ -201,17 +201,7 @@ def test_we_dial_statusgo_and_envelopes_flow_both_ways(mesh: Mesh, status_bin: P
         eventually(lambda: archived(history, [e.hash for e in sent]) == 6, "archived", ARCHIVE_TIMEOUT_S)
 
         signer = secp.generate_private_key()
-        ours = [
-            compose_envelope(
-                f"from mailmesh #{i}".encode(),
-                topic=topic(TOPIC_BOTH_WAYS),
-                ttl=60,
-                pow_target=0.25,
-                encryption=Encryption.from_password(PASSWORD),
-                signing_key=signer,
-            )
-            for i in range(5)
-        ]
+        ours = channel_posts("from mailmesh", TOPIC_BOTH_WAYS, 5, signer)
         publish = edgepeer_pb2.PublishRequest(
             envelopes=[e.raw for e in ours], relay_timeout=Duration(seconds=10)
         )
@@ -240,17 +230,7 @@ def test_our_client_uses_statusgo_mailserver(status_bin: Path, tmp_path: Path) -
         d.command(f"post {COUNT}")  # status-go's add() archives its own envelopes in its mailserver
         theirs = posted_envelopes(d)
         signer = secp.generate_private_key()
-        ours = [
-            compose_envelope(
-                f"posted by mailmesh #{i}".encode(),
-                topic=topic(TOPIC_MS),
-                ttl=60,
-                pow_target=0.25,
-                encryption=Encryption.from_password(PASSWORD),
-                signing_key=signer,
-            )
-            for i in range(3)
-        ]
+        ours = channel_posts("posted by mailmesh", TOPIC_MS, 3, signer)
         expected = in_order([*theirs, *ours])
         lower, upper = min(e.sent for e in expected), int(time.time()) + 5
         # Topics *and* their bloom: status-go v0.50.0's server refuses an empty bloom ("bloom filter is
