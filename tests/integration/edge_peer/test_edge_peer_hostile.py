@@ -4,12 +4,10 @@ their unfinished history requests are counted (once each), and devp2p's own size
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import gc
 import os
 import time
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from tests.integration.edge_peer.edge_peer_support import (
     stop_edge,
     wait_until,
 )
+from tests.leak_support import cycle_collector_off
 from wakucodec import rlp
 from wakucodec.historyrequest import Dialect, HistoryRequest
 from wakucodec.requests import encode_p2p_request
@@ -45,18 +44,6 @@ async def small_edge(
         yield handle
     finally:
         await stop_edge(handle)
-
-
-@contextlib.contextmanager
-def cycle_collector_off() -> Iterator[None]:
-    """Only reference counting frees objects meanwhile: whatever a reference cycle holds stays alive."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def asked(fake: FakeHistory, count: int) -> bool:

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-import gc
 import os
 import weakref
-from collections.abc import Iterator
 
 import pytest
 
@@ -30,6 +27,7 @@ from devp2p.errors import (
 from devp2p.messages import encode_frame_data
 from devp2p.p2p import Disconnect, Hello, HelloPayload
 from devp2p.transport import MemoryTransport
+from tests.leak_support import cycle_collector_off
 from tests.unit.devp2p.support import FAST, Recorder, hello_for, peer_pair, wait_until
 from wakucodec import secp
 
@@ -108,24 +106,12 @@ class _Refusing(SubProtocol):
             raise self.error
 
 
-@contextlib.contextmanager
-def _cycle_collector_off() -> Iterator[None]:
-    """Only reference counting frees objects meanwhile: anything kept by a reference cycle stays."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 @pytest.mark.parametrize("error", [ProtocolError("oversized"), RuntimeError("handler bug")])
 async def test_a_session_ended_by_an_error_is_freed_by_reference_counting(error: Exception) -> None:
     """The error stays in ``session_end`` without its traceback, whose frames reference the peer and the
     refused packet: peer → end → error → traceback → frame → peer would be a cycle that only a full
     collection frees (the edge peer held ~1 MiB per peer dropped for an oversized packet that way)."""
-    with _cycle_collector_off():
+    with cycle_collector_off():
         a, b, tasks = await peer_pair([_Refusing()], [_Refusing(error)])
         await a.send("test", 1, os.urandom(1 << 20))
         end_a, end_b = await asyncio.gather(*tasks)
