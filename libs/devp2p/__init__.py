@@ -18,8 +18,8 @@ from devp2p.abc import PeerAPI, SubProtocol, TransportAPI
 from devp2p.config import ServerConfig, SessionConfig
 from devp2p.enode import Enode, format_enode, parse_enode
 from devp2p.errors import DevP2PError, DisconnectReason, PeerDisconnected
+from devp2p.hello import Capability, HelloPayload
 from devp2p.nodekey import load_or_create_node_key
-from devp2p.p2p import Capability, HelloPayload
 from devp2p.peer import Peer, SessionEnd
 from devp2p.server import Server
 from devp2p.stats import ServerStats
