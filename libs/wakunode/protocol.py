@@ -163,7 +163,7 @@ class WakuSubProtocol(SubProtocol):
 
     def _on_confirmation(self, code: int, payload: bytes) -> None:
         try:
-            if code == c.BATCH_ACK_CODE:  # an ack is a response without errors (§3.6)
+            if code == c.BATCH_ACK_CODE:  # a whole-batch ack (6/WAKU1 §Packet usage)
                 self.host.resolve_confirmation(MessageResponse(decode_batch_ack(payload), ()))
             else:
                 response = decode_message_response(payload)

@@ -52,7 +52,7 @@ class SessionHost(Protocol):
 
     @property
     def max_message_size(self) -> int:
-        """Largest packet payload we accept, in bytes (also the bound for a 0x7f's envelopes, §1.5)."""
+        """Largest packet payload we accept, in bytes (also the bound for the envelopes of a 0x7f)."""
         ...
 
     @property
@@ -61,7 +61,7 @@ class SessionHost(Protocol):
         ...
 
     def is_trusted(self, pubkey: bytes) -> bool:
-        """Whether the 64-byte public key is trusted (only trusted peers may send 0x7f / 0x7d, §3.7)."""
+        """Whether the 64-byte public key is trusted (0x7f / 0x7d only from those: 6/WAKU1 §P2P Message)."""
         ...
 
     # --- the session table -------------------------------------------------------------------------------
@@ -85,7 +85,7 @@ class SessionHost(Protocol):
         ...
 
     def check_packet(self, session: WakuPeer, payload: bytes) -> None:
-        """Apply the packet/byte rate limits (§4.7) and the max message size (§1.5) to one packet.
+        """Apply the packet/byte rate limits (6/WAKU1 §Status, ``rate-limits``) and the max message size.
 
         Raises :class:`~wakunode.errors.RateLimitExceeded` or :class:`~wakunode.errors.OversizedPacket`
         to disconnect the peer.
@@ -96,7 +96,7 @@ class SessionHost(Protocol):
         """Mark the session ready once the peer's Status was applied to it; stop its Status timer.
 
         Raises :class:`~wakunode.errors.BadStatus` when the pair is useless (both light nodes while we
-        restrict light clients, §3.1).
+        restrict light clients, 6/WAKU1 §Light node).
         """
         ...
 
@@ -111,6 +111,6 @@ class SessionHost(Protocol):
         ...
 
     def resolve_confirmation(self, response: MessageResponse) -> None:
-        """Resolve whoever waits for the confirmation of ``response.batch_hash`` (a Batch Ack is a
-        response without errors, §3.6); unknown batches are ignored."""
+        """Resolve whoever waits for the confirmation of ``response.batch_hash``; a Batch Ack arrives as a
+        response without errors (6/WAKU1 §Batch Ack, §Message Response). Unknown batches are ignored."""
         ...
