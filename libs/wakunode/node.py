@@ -9,11 +9,9 @@
         results = await node.publish([envelope], relay_timeout=1.0)
         print(node.peers())
 
-Sessions are registered by :class:`~wakunode.protocol.WakuSubProtocol` through the
-:class:`~wakunode.session_host.SessionHost` interface, which the node implements (the "session hooks"
-below); the relay engine is :class:`~wakunode.relay.Relay`, the 0x7e side
-:class:`~wakunode.mailserver.Mailserver`. This module holds the session table, trust, rate limiting,
-settings and the public API.
+:class:`~wakunode.protocol.WakuSubProtocol` reaches the node through its session hooks (the
+:class:`~wakunode.session_host.SessionHost` interface); the relay is :class:`~wakunode.relay.Relay`, the 0x7e
+side :class:`~wakunode.mailserver.Mailserver`. Here: the session table, trust, rate limits, settings, API.
 """
 
 from __future__ import annotations
@@ -76,11 +74,9 @@ class WakuNode:
             self._forwardable,
         )
         #: The 0x7e side; None when no history backend was given (requests are then ignored).
-        self.mailserver = (
-            Mailserver(self.config, history, self.mailserver_metrics, self.clock)
-            if history is not None
-            else None
-        )
+        self.mailserver: Mailserver | None = None
+        if history is not None:
+            self.mailserver = Mailserver(self.config, history, self.mailserver_metrics, self.clock)
         self._limiter = PacketRateLimiter(self.config.rate_limiter) if self.config.rate_limiter else None
         flavors = {f.capability: f for f in Flavor}
         self._protocols = tuple(WakuSubProtocol(self, flavors[cap]) for cap in self.config.capabilities)
@@ -272,28 +268,24 @@ class WakuNode:
         if session.handshake.is_set() or session.peer.is_closed:
             return
         self.metrics.peer_disconnects["status_timeout"] += 1
-        task = asyncio.get_running_loop().create_task(
-            session.peer.disconnect(DisconnectReason.SUBPROTOCOL_ERROR)
-        )
+        disconnect = session.peer.disconnect(DisconnectReason.SUBPROTOCOL_ERROR)
+        task = asyncio.get_running_loop().create_task(disconnect)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     def complete_handshake(self, session: WakuPeer) -> None:
         """Mark the session ready (after the light-peer check), stop its Status timer, wake waiters."""
-        self._check_light_peers(session)
+        # Two light nodes are useless to each other: refused when we restrict them (6/WAKU1 §Light node).
+        cfg = self.config
+        if cfg.light_node and cfg.restrict_light_clients and session.options and session.options.light_node:
+            self.metrics.peer_disconnects["both_light"] += 1
+            raise BadStatus("peer is useless: two light client communication restricted")  # geth/status-go
         handle = self._timers.pop(session.session, None)
         if handle is not None:
             handle.cancel()
         session.connected_since = self.clock.time()
         session.handshake.set()
         self._notify()
-
-    def _check_light_peers(self, session: WakuPeer) -> None:
-        """Two light nodes are useless to each other: a handshake error when we restrict them (§3.1, §3.4)."""
-        cfg = self.config
-        if cfg.light_node and cfg.restrict_light_clients and session.options and session.options.light_node:
-            self.metrics.peer_disconnects["both_light"] += 1
-            raise BadStatus("peer is useless: two light client communication restricted")  # geth/status-go
 
     def check_packet(self, session: WakuPeer, payload: bytes) -> None:
         """Rate limits (§4.7), then the max message size (§1.5): raise to disconnect."""
