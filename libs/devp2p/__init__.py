@@ -6,7 +6,7 @@ Layers (one module each, bottom up; interfaces in :mod:`devp2p.abc`)::
     frame         AES-CTR + Keccak MAC framing                messages    msg-id + snappy
     p2p           Hello, Disconnect, Ping, Pong               capabilities  message-id offsets
     connection    session set-up, timed I/O                   peer        read/ping loops, dispatch
-    server        listener, dialler, limits, static peers     enode, nodekey, config, stats, errors
+    server        listener, dialler, limits, static peers     hello, enode, nodekey, config, stats, errors
 
 Subprotocols implement :class:`SubProtocol` and are given to :class:`Server`. Imports only asyncio, the
 standard library, :mod:`wakucodec`, ``cryptography`` and ``cramjam`` — never gRPC or the services.
