@@ -6,7 +6,7 @@ Layers (one module each, bottom up; interfaces in :mod:`devp2p.abc`)::
     frame         AES-CTR + Keccak MAC framing                messages    msg-id + snappy
     p2p           Hello, Disconnect, Ping, Pong               capabilities  message-id offsets
     connection    session set-up, timed I/O                   peer        read/ping loops, dispatch
-    server        listener, dialler, limits, static peers     enode, nodekey, config, stats, errors
+    server        listener, dialler, limits, static peers     hello, enode, nodekey, config, stats, errors
 
 Subprotocols implement :class:`SubProtocol` and are given to :class:`Server`. Imports only asyncio, the
 standard library, :mod:`wakucodec`, ``cryptography`` and ``cramjam`` — never gRPC or the services.
@@ -18,8 +18,8 @@ from devp2p.abc import PeerAPI, SubProtocol, TransportAPI
 from devp2p.config import ServerConfig, SessionConfig
 from devp2p.enode import Enode, format_enode, parse_enode
 from devp2p.errors import DevP2PError, DisconnectReason, PeerDisconnected
+from devp2p.hello import Capability, HelloPayload
 from devp2p.nodekey import load_or_create_node_key
-from devp2p.p2p import Capability, HelloPayload
 from devp2p.peer import Peer, SessionEnd
 from devp2p.server import Server
 from devp2p.stats import ServerStats

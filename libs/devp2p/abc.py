@@ -12,15 +12,18 @@ Layering, bottom up::
     server              listener, dialer, limits, static peers                  (server.py)
 
 Subprotocols (waku/1, waku/0, shh/6) implement :class:`SubProtocol` and never touch the layers below it.
+
+The interfaces depend on nothing concrete: the one devp2p module imported here is :mod:`devp2p.hello`, the
+plain values a Hello carries, so the implementations (``p2p.py``'s commands, the peer, the server) import
+this module and never the reverse (an import-linter contract in ``pyproject.toml`` keeps it so).
 """
 
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar
+from typing import ClassVar, Generic, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from devp2p.p2p import Capability, HelloPayload
+from devp2p.hello import Capability, HelloPayload
 
 __all__ = ["Command", "MacState", "PeerAPI", "SubProtocol", "TransportAPI"]
 
@@ -175,8 +178,6 @@ class SubProtocol(abc.ABC):
     @property
     def capability(self) -> Capability:
         """``(name, version)`` as advertised in Hello."""
-        from devp2p.p2p import Capability  # local import: p2p imports nothing from here at runtime
-
         return Capability(self.name, self.version)
 
     async def on_start(self, peer: PeerAPI) -> None:  # noqa: B027 - optional hook, default no-op

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from devp2p import constants as c
 from devp2p.abc import SubProtocol
 from devp2p.errors import InvalidMessageCode
-from devp2p.p2p import Capability
+from devp2p.hello import Capability
 
 __all__ = ["CapabilityTable", "NegotiatedProtocol"]
 

@@ -36,8 +36,9 @@ from devp2p.errors import (
     WriteTimeout,
 )
 from devp2p.frame import FrameCodec
+from devp2p.hello import HelloPayload
 from devp2p.messages import decode_frame_data, encode_frame_data
-from devp2p.p2p import Disconnect, Hello, HelloPayload
+from devp2p.p2p import Disconnect, Hello
 
 __all__ = ["Connection", "PostHandshakeCheck", "establish", "exchange_hello"]
 

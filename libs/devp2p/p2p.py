@@ -13,17 +13,15 @@ plain RLP; snappy is applied by the connection, never to Hello. Decoders are as 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import NamedTuple
-
 from devp2p import constants as c
 from devp2p.abc import Command
 from devp2p.errors import DisconnectReason, MalformedMessage, as_reason
+from devp2p.hello import Capability, HelloPayload
 from wakucodec import rlp
 from wakucodec.errors import CodecError
 from wakucodec.rlp import Encodable
 
-__all__ = ["Capability", "Disconnect", "Hello", "HelloPayload", "Ping", "Pong", "loggable"]
+__all__ = ["Disconnect", "Hello", "Ping", "Pong", "loggable"]
 
 _EMPTY_LIST = rlp.encode([])
 
@@ -32,34 +30,6 @@ def loggable(value: str, limit: int = c.MAX_LOGGED_STRING) -> str:
     """Trim a peer-supplied string for logs: printable only, at most ``limit`` (trinity ``loggable``)."""
     cleaned = "".join(ch if ch.isprintable() else "?" for ch in value[: limit + 1])
     return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
-
-
-class Capability(NamedTuple):
-    """A ``(name, version)`` pair from Hello, e.g. ``("waku", 1)``."""
-
-    name: str
-    """Capability name; wire bytes are decoded as Latin-1 so that str order equals Go's byte order."""
-    version: int
-    """Capability version (uint64)."""
-
-    def __str__(self) -> str:
-        return f"{self.name}/{self.version}"
-
-
-@dataclass(frozen=True, slots=True)
-class HelloPayload:
-    """Hello contents (geth ``protoHandshake``)."""
-
-    version: int
-    """p2p protocol version; ≥ 5 means the remote speaks snappy."""
-    client_id: str
-    """Client name, e.g. ``Geth/v1.9.20-stable/linux-amd64/go1.15``. Untrimmed: log :func:`loggable` of it."""
-    capabilities: tuple[Capability, ...]
-    """Advertised capabilities, in the sender's order."""
-    listen_port: int
-    """The sender's listening TCP port (0 if none)."""
-    node_id: bytes
-    """The sender's public key; must be 64 non-zero bytes equal to the handshake key."""
 
 
 def _uint(item: rlp.Item, what: str) -> int:

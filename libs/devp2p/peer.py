@@ -41,7 +41,8 @@ from devp2p.errors import (
     WriteTimeout,
     reason_name,
 )
-from devp2p.p2p import Disconnect, HelloPayload, Ping, Pong, loggable
+from devp2p.hello import HelloPayload
+from devp2p.p2p import Disconnect, Ping, Pong, loggable
 from wakucodec.keccak import keccak256
 
 __all__ = ["Peer", "SessionEnd"]

@@ -40,7 +40,8 @@ from devp2p.errors import (
     PlainHandshakeRefused,
     reason_name,
 )
-from devp2p.p2p import HelloPayload, loggable
+from devp2p.hello import HelloPayload
+from devp2p.p2p import loggable
 from devp2p.peer import Peer, SessionEnd
 from devp2p.stats import InboundThrottle, ServerStats
 from devp2p.transport import StreamTransport, open_connection

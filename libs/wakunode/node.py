@@ -9,9 +9,9 @@
         results = await node.publish([envelope], relay_timeout=1.0)
         print(node.peers())
 
-Sessions are registered by :class:`~wakunode.protocol.WakuSubProtocol`; the relay engine is
-:class:`~wakunode.relay.Relay`, the 0x7e side :class:`~wakunode.mailserver.Mailserver`. This module holds
-the session table, trust, rate limiting, settings and the public API.
+:class:`~wakunode.protocol.WakuSubProtocol` reaches the node through its session hooks (the
+:class:`~wakunode.session_host.SessionHost` interface); the relay is :class:`~wakunode.relay.Relay`, the 0x7e
+side :class:`~wakunode.mailserver.Mailserver`. Here: the session table, trust, rate limits, settings, API.
 """
 
 from __future__ import annotations
@@ -74,11 +74,9 @@ class WakuNode:
             self._forwardable,
         )
         #: The 0x7e side; None when no history backend was given (requests are then ignored).
-        self.mailserver = (
-            Mailserver(self.config, history, self.mailserver_metrics, self.clock)
-            if history is not None
-            else None
-        )
+        self.mailserver: Mailserver | None = None
+        if history is not None:
+            self.mailserver = Mailserver(self.config, history, self.mailserver_metrics, self.clock)
         self._limiter = PacketRateLimiter(self.config.rate_limiter) if self.config.rate_limiter else None
         flavors = {f.capability: f for f in Flavor}
         self._protocols = tuple(WakuSubProtocol(self, flavors[cap]) for cap in self.config.capabilities)
@@ -217,21 +215,29 @@ class WakuNode:
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
-    # --- session hooks (called by WakuSubProtocol) ---------------------------------------------------------
+    # --- session hooks (the SessionHost interface WakuSubProtocol calls) -------------------------------
 
-    def _open_session(self, peer: PeerAPI, protocol: WakuSubProtocol) -> WakuPeer:
-        session = WakuPeer(peer, protocol, protocol.flavor)
+    @property
+    def max_message_size(self) -> int:
+        """Largest packet payload we accept, in bytes (``NodeConfig.max_message_size``)."""
+        return self.config.max_message_size
+
+    def open_session(self, peer: PeerAPI, protocol: SubProtocol, flavor: Flavor) -> WakuPeer:
+        """Register a new session of ``peer`` on ``protocol`` and its rate-limit buckets."""
+        session = WakuPeer(peer, protocol, flavor)
         self._sessions[(peer.remote_id, protocol.name)] = session
         if self._limiter is not None:
             self._limiter.register(peer.remote_id, session.ip, self.clock.monotonic())
         return session
 
-    def _session_for(self, peer: PeerAPI, protocol: WakuSubProtocol) -> WakuPeer | None:
+    def session_for(self, peer: PeerAPI, protocol: SubProtocol) -> WakuPeer | None:
+        """The session of exactly this ``peer`` object on ``protocol`` (not a newer one of its remote)."""
         session = self._sessions.get((peer.remote_id, protocol.name))
         return session if session is not None and session.peer is peer else None
 
-    def _close_session(self, peer: PeerAPI, protocol: WakuSubProtocol) -> None:
-        session = self._session_for(peer, protocol)
+    def close_session(self, peer: PeerAPI, protocol: SubProtocol) -> None:
+        """Forget the session; stop its Status timer, request worker and pending write; wake waiters."""
+        session = self.session_for(peer, protocol)
         if session is None:
             return
         del self._sessions[(peer.remote_id, protocol.name)]
@@ -248,7 +254,8 @@ class WakuNode:
             self._limiter.unregister(peer.remote_id, session.ip)
         self._notify()
 
-    def _arm_status_timer(self, session: WakuPeer) -> None:
+    def arm_status_timer(self, session: WakuPeer) -> None:
+        """Disconnect (0x10) unless the peer's Status arrives within ``NodeConfig.status_timeout``."""
         if session.handshake.is_set():
             return
         loop = asyncio.get_running_loop()
@@ -261,14 +268,18 @@ class WakuNode:
         if session.handshake.is_set() or session.peer.is_closed:
             return
         self.metrics.peer_disconnects["status_timeout"] += 1
-        task = asyncio.get_running_loop().create_task(
-            session.peer.disconnect(DisconnectReason.SUBPROTOCOL_ERROR)
-        )
+        disconnect = session.peer.disconnect(DisconnectReason.SUBPROTOCOL_ERROR)
+        task = asyncio.get_running_loop().create_task(disconnect)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _handshake_done(self, session: WakuPeer) -> None:
-        self._check_light_peers(session)
+    def complete_handshake(self, session: WakuPeer) -> None:
+        """Mark the session ready (after the light-peer check), stop its Status timer, wake waiters."""
+        # Two light nodes are useless to each other: refused when we restrict them (6/WAKU1 §Light node).
+        cfg = self.config
+        if cfg.light_node and cfg.restrict_light_clients and session.options and session.options.light_node:
+            self.metrics.peer_disconnects["both_light"] += 1
+            raise BadStatus("peer is useless: two light client communication restricted")  # geth/status-go
         handle = self._timers.pop(session.session, None)
         if handle is not None:
             handle.cancel()
@@ -276,14 +287,7 @@ class WakuNode:
         session.handshake.set()
         self._notify()
 
-    def _check_light_peers(self, session: WakuPeer) -> None:
-        """Two light nodes are useless to each other: a handshake error when we restrict them (§3.1, §3.4)."""
-        cfg = self.config
-        if cfg.light_node and cfg.restrict_light_clients and session.options and session.options.light_node:
-            self.metrics.peer_disconnects["both_light"] += 1
-            raise BadStatus("peer is useless: two light client communication restricted")  # geth/status-go
-
-    def _check_packet(self, session: WakuPeer, payload: bytes) -> None:
+    def check_packet(self, session: WakuPeer, payload: bytes) -> None:
         """Rate limits (§4.7), then the max message size (§1.5): raise to disconnect."""
         limiter = self._limiter
         if limiter is not None and not self._whitelisted(session.pubkey):
@@ -312,12 +316,19 @@ class WakuNode:
             cfg.whitelist_static and self.is_static(pubkey)
         )
 
-    def _on_batch_ack(self, digest: bytes) -> None:
-        future = self._confirmations.get(digest)
-        if future is not None and not future.done():
-            future.set_result(MessageResponse(digest, ()))
+    async def relay_messages(self, session: WakuPeer, payload: bytes) -> None:
+        """Hand a Messages packet to the relay (:meth:`Relay.on_messages`)."""
+        await self.relay.on_messages(session, payload)
 
-    def _on_message_response(self, response: MessageResponse) -> None:
+    async def serve_history_request(self, session: WakuPeer, payload: bytes) -> None:
+        """Queue a 0x7e for the mailserver; without a history backend, count it and ignore it."""
+        if self.mailserver is None:
+            self.metrics.ignored_packets["p2p_request_no_mailserver"] += 1
+        else:
+            await self.mailserver.enqueue(session, payload)
+
+    def resolve_confirmation(self, response: MessageResponse) -> None:
+        """Resolve the :meth:`expect_confirmation` future of ``response.batch_hash``, if any is waiting."""
         future = self._confirmations.get(response.batch_hash)
         if future is not None and not future.done():
             future.set_result(response)

@@ -1,6 +1,7 @@
 """The devp2p :class:`~devp2p.abc.SubProtocol` for waku/1, waku/0 and shh/6: handshake and dispatch.
 
-One instance per capability, all sharing one :class:`~wakunode.node.WakuNode`. Per session:
+One instance per capability, all sharing one :class:`~wakunode.session_host.SessionHost` (the
+:class:`~wakunode.node.WakuNode` that built them; this module never imports it). Per session:
 
 - ``on_start``: register the session and send our Status (waku/1: the options list; waku/0: ``[0, options]``;
   shh/6: ``[6, pow, bloom, light, confirmations, limits]``), and start the Status timer;
@@ -17,7 +18,6 @@ One instance per capability, all sharing one :class:`~wakunode.node.WakuNode`. P
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from devp2p.abc import PeerAPI, SubProtocol
 from wakucodec.bloom import topics_to_bloom
@@ -25,7 +25,7 @@ from wakucodec.envelope import decode_envelope
 from wakucodec.errors import CodecError
 from wakucodec.responses import decode_completion, decode_p2p_messages
 from wakunode import constants as c
-from wakunode.confirmations import decode_batch_ack, decode_message_response
+from wakunode.confirmations import MessageResponse, decode_batch_ack, decode_message_response
 from wakunode.errors import BadStatus
 from wakunode.options import (
     StatusOptions,
@@ -39,9 +39,7 @@ from wakunode.options import (
     encode_waku0_status,
 )
 from wakunode.peerstate import Flavor, WakuPeer
-
-if TYPE_CHECKING:
-    from wakunode.node import WakuNode
+from wakunode.session_host import SessionHost
 
 __all__ = ["WakuSubProtocol", "encode_status"]
 
@@ -83,38 +81,39 @@ class WakuSubProtocol(SubProtocol):
 
     length = c.NUMBER_OF_MESSAGE_CODES
 
-    def __init__(self, node: WakuNode, flavor: Flavor) -> None:
-        self.node = node
+    def __init__(self, host: SessionHost, flavor: Flavor) -> None:
+        #: The node that owns the sessions (the only way this class reaches it).
+        self.host = host
         self.flavor = flavor
         self.name, self.version = flavor.value
 
     async def on_start(self, peer: PeerAPI) -> None:
         """Register the session, send our Status, arm the Status timer."""
-        session = self.node._open_session(peer, self)
-        await peer.send(self, c.STATUS_CODE, encode_status(self.flavor, self.node.status_options))
-        self.node._arm_status_timer(session)
+        session = self.host.open_session(peer, self, self.flavor)
+        await peer.send(self, c.STATUS_CODE, encode_status(self.flavor, self.host.status_options))
+        self.host.arm_status_timer(session)
 
     async def on_stop(self, peer: PeerAPI, reason: int) -> None:
         """Drop the session's state."""
-        self.node._close_session(peer, self)
+        self.host.close_session(peer, self)
 
     async def handle(self, peer: PeerAPI, code: int, payload: bytes) -> None:
         """Check limits, then handshake or dispatch (module docstring)."""
-        node = self.node
-        session = node._session_for(peer, self)
+        host = self.host
+        session = host.session_for(peer, self)
         if session is None:
             return
-        node._check_packet(session, payload)
+        host.check_packet(session, payload)
         if not session.handshake.is_set():
             if code != c.STATUS_CODE:
-                node.metrics.peer_disconnects["bad_status"] += 1
+                host.metrics.peer_disconnects["bad_status"] += 1
                 raise BadStatus(f"sent packet {code:#x} before status packet")
             self._on_status(session, payload)
             return
         if code == c.MESSAGES_CODE:
-            await node.relay.on_messages(session, payload)
+            await host.relay_messages(session, payload)
         elif code == c.STATUS_CODE:
-            node.metrics.ignored_packets["second_status"] += 1
+            host.metrics.ignored_packets["second_status"] += 1
         elif code == c.STATUS_UPDATE_CODE and not self.flavor.is_shh:
             self._on_status_update(session, payload)
         elif code in (c.POW_REQUIREMENT_CODE, c.BLOOM_EXCHANGE_CODE) and self.flavor.is_shh:
@@ -122,14 +121,11 @@ class WakuSubProtocol(SubProtocol):
         elif code in (c.BATCH_ACK_CODE, c.MESSAGE_RESPONSE_CODE):
             self._on_confirmation(code, payload)
         elif code == c.P2P_REQUEST_CODE:
-            if node.mailserver is None:
-                node.metrics.ignored_packets["p2p_request_no_mailserver"] += 1
-            else:
-                await node.mailserver.enqueue(session, payload)
+            await host.serve_history_request(session, payload)
         elif code in (c.P2P_MESSAGE_CODE, c.P2P_REQUEST_COMPLETE_CODE):
             self._on_p2p(session, code, payload)
         else:
-            node.metrics.ignored_packets["unknown_code"] += 1
+            host.metrics.ignored_packets["unknown_code"] += 1
 
     # --- handlers ------------------------------------------------------------------------------------------
 
@@ -137,10 +133,10 @@ class WakuSubProtocol(SubProtocol):
         try:
             options = decode_status(self.flavor, payload)
         except BadStatus:
-            self.node.metrics.peer_disconnects["bad_status"] += 1
+            self.host.metrics.peer_disconnects["bad_status"] += 1
             raise
         session.apply_options(options)
-        self.node._handshake_done(session)
+        self.host.complete_handshake(session)
 
     def _on_status_update(self, session: WakuPeer, payload: bytes) -> None:
         try:
@@ -148,7 +144,7 @@ class WakuSubProtocol(SubProtocol):
             merged = (session.options or StatusOptions().with_defaults()).merged(update)
             merged.validate()
         except BadStatus as err:
-            self.node.metrics.envelopes_rejected_total["invalid_settings_changed"] += 1
+            self.host.metrics.envelopes_rejected_total["invalid_settings_changed"] += 1
             log.info("bad status update from %s: %s", session.peer.client_id, err)
             return
         session.apply_options(merged)
@@ -161,45 +157,45 @@ class WakuSubProtocol(SubProtocol):
             else:
                 update = StatusOptions(bloom=decode_shh_bloom(payload))
         except BadStatus:
-            self.node.metrics.peer_disconnects["protocol"] += 1
+            self.host.metrics.peer_disconnects["protocol"] += 1
             raise  # geth returns an error from the message loop: disconnect
         session.apply_options(current.merged(update))
 
     def _on_confirmation(self, code: int, payload: bytes) -> None:
         try:
-            if code == c.BATCH_ACK_CODE:
-                self.node._on_batch_ack(decode_batch_ack(payload))
+            if code == c.BATCH_ACK_CODE:  # a whole-batch ack (6/WAKU1 §Packet usage)
+                self.host.resolve_confirmation(MessageResponse(decode_batch_ack(payload), ()))
             else:
                 response = decode_message_response(payload)
                 if response is not None:
-                    self.node._on_message_response(response)
+                    self.host.resolve_confirmation(response)
         except CodecError:
-            self.node.metrics.envelopes_rejected_total["invalid_confirmation"] += 1
+            self.host.metrics.envelopes_rejected_total["invalid_confirmation"] += 1
 
     def _on_p2p(self, session: WakuPeer, code: int, payload: bytes) -> None:
-        node = self.node
-        if not node.is_trusted(session.pubkey):  # §3.7: only from trusted peers
-            node.metrics.envelopes_rejected_total["untrusted_p2p"] += 1
+        host = self.host
+        if not host.is_trusted(session.pubkey):  # §3.7: only from trusted peers
+            host.metrics.envelopes_rejected_total["untrusted_p2p"] += 1
             return
-        listener = node.p2p_listener
+        listener = host.p2p_listener
         try:
             if code == c.P2P_REQUEST_COMPLETE_CODE:
                 completion = decode_completion(payload)
                 if listener is not None:
                     listener.on_p2p_complete(session.pubkey, completion)
                 return
-            raws, form = decode_p2p_messages(payload, max_size=node.config.max_message_size)
+            raws, form = decode_p2p_messages(payload, max_size=host.max_message_size)
         except CodecError:
-            node.metrics.envelopes_rejected_total["invalid_p2p"] += 1
+            host.metrics.envelopes_rejected_total["invalid_p2p"] += 1
             return
-        node.metrics.p2p_messages_received_total[form.value] += 1
+        host.metrics.p2p_messages_received_total[form.value] += 1
         envelopes = []
         for raw in raws:
             try:
                 envelopes.append(decode_envelope(raw))
             except CodecError:
-                node.metrics.envelopes_rejected_total["invalid_p2p"] += 1
+                host.metrics.envelopes_rejected_total["invalid_p2p"] += 1
         if listener is None:
-            node.metrics.ignored_packets["unsolicited_p2p"] += 1
+            host.metrics.ignored_packets["unsolicited_p2p"] += 1
         else:
             listener.on_p2p_envelopes(session.pubkey, envelopes)

@@ -13,7 +13,8 @@ from devp2p import handshake
 from devp2p.abc import SubProtocol
 from devp2p.config import ServerConfig, SessionConfig
 from devp2p.connection import Connection
-from devp2p.p2p import Disconnect, Hello, HelloPayload
+from devp2p.hello import HelloPayload
+from devp2p.p2p import Disconnect, Hello
 from devp2p.server import Server
 from devp2p.transport import StreamTransport
 from tests.unit.devp2p.support import Recorder, hello_for

@@ -12,7 +12,7 @@ from devp2p.abc import PeerAPI, SubProtocol
 from devp2p.capabilities import CapabilityTable
 from devp2p.config import SessionConfig
 from devp2p.connection import establish
-from devp2p.p2p import HelloPayload
+from devp2p.hello import HelloPayload
 from devp2p.peer import Peer, SessionEnd
 from devp2p.transport import MemoryTransport
 from wakucodec import secp

@@ -7,7 +7,8 @@ import pytest
 from devp2p.abc import PeerAPI, SubProtocol
 from devp2p.capabilities import CapabilityTable
 from devp2p.errors import DisconnectReason, InvalidMessageCode, MalformedMessage, reason_name
-from devp2p.p2p import Capability, Disconnect, Hello, HelloPayload, Ping, Pong, loggable
+from devp2p.hello import Capability, HelloPayload
+from devp2p.p2p import Disconnect, Hello, Ping, Pong, loggable
 from tests.unit.devp2p.vectors import HELLO_EIP8
 from wakucodec import rlp
 

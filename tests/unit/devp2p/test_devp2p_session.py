@@ -24,8 +24,9 @@ from devp2p.errors import (
     ProtocolError,
     UnexpectedIdentity,
 )
+from devp2p.hello import HelloPayload
 from devp2p.messages import encode_frame_data
-from devp2p.p2p import Disconnect, Hello, HelloPayload
+from devp2p.p2p import Disconnect, Hello
 from devp2p.transport import MemoryTransport
 from tests.leak_support import cycle_collector_off
 from tests.unit.devp2p.support import FAST, Recorder, hello_for, peer_pair, wait_until

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from devp2p.abc import PeerAPI, SubProtocol
 from devp2p.errors import PeerDisconnected
-from devp2p.p2p import HelloPayload
+from devp2p.hello import HelloPayload
 from wakucodec import secp
 from wakucodec.envelope import Envelope, make_envelope
 from wakucodec.keccak import keccak256

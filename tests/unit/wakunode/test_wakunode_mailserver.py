@@ -361,7 +361,7 @@ async def test_a_session_closed_while_its_answer_is_prepared_is_counted_and_free
     await handler.handle(peer, c.P2P_REQUEST_CODE, small())
     await handler.handle(peer, c.P2P_REQUEST_CODE, small())  # queued: never taken up
     await peer.wait_code(c.P2P_MESSAGE_CODE)
-    session = node._session_for(peer, handler)
+    session = node.session_for(peer, handler)
     assert session is not None and session.request_worker is not None
     worker, ref = session.request_worker, weakref.ref(session)
     was_enabled = gc.isenabled()
