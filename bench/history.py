@@ -46,7 +46,7 @@ from typing import Any
 import grpc.aio
 
 from archivestore.retention import RetentionPolicy
-from archivestore.sqlite import SqliteStore
+from archivestore.sqlite.store import SqliteStore
 from archivestore.types import PutItem
 from bench.harness import Result, config
 from bench.support import (

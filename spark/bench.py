@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from archivestore.cassandra_schema import DATA_TABLES
+from archivestore.cassandra.schema import DATA_TABLES
 from archivestore.types import PutItem, StoredEnvelope
 from services.archive.server import make_store
 from spark.archive_job.config import Command, RunOptions, load

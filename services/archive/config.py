@@ -34,7 +34,7 @@ DAY_S = 86_400
 MIB = 1024 * 1024
 #: cassandra-driver ``ConsistencyLevel`` names accepted by ``ARCHIVE_CASSANDRA_CONSISTENCY``.
 CONSISTENCY_LEVELS = ("ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM", "EACH_QUORUM", "LOCAL_ONE")
-_KEYSPACE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")  # archivestore.cassandra_schema.check_identifier's rule
+_KEYSPACE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")  # archivestore.cassandra.schema.check_identifier's rule
 _DC = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
@@ -219,7 +219,7 @@ class Config(FromEnv):
     cassandra_write_batch_bytes: int = setting(
         "ARCHIVE_CASSANDRA_WRITE_BATCH_BYTES",
         parse_int(0, 8 * 1024 * 1024),
-        default="262144",  # archivestore.cassandra_write.DEFAULT_WRITE_BATCH_BYTES
+        default="262144",  # archivestore.cassandra.writes.DEFAULT_WRITE_BATCH_BYTES
         doc="Cassandra: rows of one partition go in UNLOGGED batches up to about this many bytes (one "
         "mutation each, exempt from the batch size thresholds); 0 = one INSERT per row.",
     )

@@ -45,7 +45,7 @@ FIRST_RETRY_S = 1.0
 def make_store(cfg: Config) -> ArchiveStore:
     """The adapter ``cfg`` asks for, not yet opened (drivers are imported only for the chosen backend)."""
     if cfg.backend == "sqlite":
-        from archivestore.sqlite import SqliteStore
+        from archivestore.sqlite.store import SqliteStore
 
         with contextlib.suppress(OSError):  # an unwritable place fails at open(), as UNAVAILABLE
             cfg.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
@@ -61,7 +61,7 @@ def make_store(cfg: Config) -> ArchiveStore:
         )
     from cassandra import ConsistencyLevel
 
-    from archivestore.cassandra import CassandraStore
+    from archivestore.cassandra.store import CassandraStore
 
     return CassandraStore(
         list(cfg.cassandra_hosts),

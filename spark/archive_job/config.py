@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from archivestore.cassandra_schema import SHARDED_TABLES
+from archivestore.cassandra.schema import SHARDED_TABLES
 from meshcore.config import FromEnv, setting
 from meshcore.parsers import (
     parse_choice,

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from archivestore.cassandra_layout import GENERATION_STRIDE, ShardPlan, shard_of
-from archivestore.cassandra_schema import KEYS_TABLE, TIME_TABLE, TOPIC_TABLE
+from archivestore.cassandra.layout import GENERATION_STRIDE, ShardPlan, shard_of
+from archivestore.cassandra.schema import KEYS_TABLE, TIME_TABLE, TOPIC_TABLE
 from archivestore.types import Direction, PutItem, Query, StoredEnvelope
 from spark.archive_job.config import ArchiveConfig, Command, JobConfig, RunOptions, load
 from spark.archive_job.session import start_spark

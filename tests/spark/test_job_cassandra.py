@@ -25,7 +25,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql import SparkSession
 
-from archivestore.cassandra_schema import TIME_TABLE, TOPIC_TABLE
+from archivestore.cassandra.schema import TIME_TABLE, TOPIC_TABLE
 from services.archive.server import make_store
 from spark.archive_job.config import Command
 from spark.archive_job.job import run

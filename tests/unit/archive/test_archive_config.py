@@ -137,6 +137,6 @@ def test_cross_field_checks() -> None:
 
 
 def test_the_cassandra_batch_default_is_the_adapters() -> None:
-    from archivestore.cassandra_write import DEFAULT_WRITE_BATCH_BYTES
+    from archivestore.cassandra.writes import DEFAULT_WRITE_BATCH_BYTES
 
     assert Config.from_env({}).cassandra_write_batch_bytes == DEFAULT_WRITE_BATCH_BYTES
