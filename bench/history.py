@@ -45,6 +45,8 @@ from typing import Any
 
 import grpc.aio
 
+from archivestore.config import StoreConfig
+from archivestore.factory import create_store
 from archivestore.retention import RetentionPolicy
 from archivestore.sqlite.store import SqliteStore
 from archivestore.types import PutItem
@@ -69,8 +71,6 @@ from bench.support import (
 )
 from mailmesh.common.v1 import common_pb2
 from mailmesh.history.v1 import history_pb2, history_pb2_grpc
-from services.archive.config import Config as ArchiveConfig
-from services.archive.server import make_store
 
 LABEL = {"sqlite": "SQLite", "cassandra": "Cassandra"}
 CLIENTS = 20
@@ -142,7 +142,7 @@ def sqlite_dataset(dataset: HistoryDataset) -> tuple[Path, dict[str, Any]]:
 
 async def _load_cassandra(dataset: HistoryDataset, budget_s: float) -> dict[str, Any]:
     """Load ``dataset`` into the bench keyspace with the Cassandra adapter, stopping at ``budget_s``."""
-    store = make_store(ArchiveConfig.from_env(archive_env("cassandra", retention_days=0)))
+    store = create_store(StoreConfig.from_env(archive_env("cassandra", retention_days=0)))
     await store.open()
     began = time.perf_counter()
     loaded = 0
