@@ -46,9 +46,7 @@ from typing import Any
 import grpc.aio
 
 from archivestore.config import StoreConfig
-from archivestore.factory import create_store
-from archivestore.retention import RetentionPolicy
-from archivestore.sqlite.store import SqliteStore
+from archivestore.factory import create_store, open_store
 from archivestore.types import PutItem
 from bench.harness import Result, config
 from bench.support import (
@@ -105,19 +103,17 @@ def _rows_label(rows: int) -> str:
 
 async def _build_sqlite(dataset: HistoryDataset, path: Path) -> dict[str, Any]:
     """Write ``dataset`` with the SQLite adapter into ``path`` (fast path: no gRPC, no ingest)."""
-    store = SqliteStore(path, RetentionPolicy(default_s=None))
-    await store.open()
     began = time.perf_counter()
     put_s = 0.0
-    try:
+    async with open_store(
+        StoreConfig.from_env(archive_env("sqlite", sqlite_path=path, retention_days=0))
+    ) as store:
         for batch in dataset.batches(LOAD_BATCH):
             t = time.perf_counter()
             result = await store.put([PutItem(s.stored()) for s in batch], now=dataset.start)
             put_s += time.perf_counter() - t
             if result.inserted != len(batch):
                 raise RuntimeError(f"dataset build: {len(batch) - result.inserted} envelopes not inserted")
-    finally:
-        await store.close()
     wall = time.perf_counter() - began
     return {"rows": dataset.rows, "build_s": round(wall, 1), "adapter_put_rate": round(dataset.rows / put_s)}
 
