@@ -45,8 +45,8 @@ from typing import Any
 
 import grpc.aio
 
-from archivestore.retention import RetentionPolicy
-from archivestore.sqlite import SqliteStore
+from archivestore.config import StoreConfig
+from archivestore.factory import create_store, open_store
 from archivestore.types import PutItem
 from bench.harness import Result, config
 from bench.support import (
@@ -69,8 +69,6 @@ from bench.support import (
 )
 from mailmesh.common.v1 import common_pb2
 from mailmesh.history.v1 import history_pb2, history_pb2_grpc
-from services.archive.config import Config as ArchiveConfig
-from services.archive.server import make_store
 
 LABEL = {"sqlite": "SQLite", "cassandra": "Cassandra"}
 CLIENTS = 20
@@ -105,19 +103,17 @@ def _rows_label(rows: int) -> str:
 
 async def _build_sqlite(dataset: HistoryDataset, path: Path) -> dict[str, Any]:
     """Write ``dataset`` with the SQLite adapter into ``path`` (fast path: no gRPC, no ingest)."""
-    store = SqliteStore(path, RetentionPolicy(default_s=None))
-    await store.open()
     began = time.perf_counter()
     put_s = 0.0
-    try:
+    async with open_store(
+        StoreConfig.from_env(archive_env("sqlite", sqlite_path=path, retention_days=0))
+    ) as store:
         for batch in dataset.batches(LOAD_BATCH):
             t = time.perf_counter()
             result = await store.put([PutItem(s.stored()) for s in batch], now=dataset.start)
             put_s += time.perf_counter() - t
             if result.inserted != len(batch):
                 raise RuntimeError(f"dataset build: {len(batch) - result.inserted} envelopes not inserted")
-    finally:
-        await store.close()
     wall = time.perf_counter() - began
     return {"rows": dataset.rows, "build_s": round(wall, 1), "adapter_put_rate": round(dataset.rows / put_s)}
 
@@ -142,7 +138,7 @@ def sqlite_dataset(dataset: HistoryDataset) -> tuple[Path, dict[str, Any]]:
 
 async def _load_cassandra(dataset: HistoryDataset, budget_s: float) -> dict[str, Any]:
     """Load ``dataset`` into the bench keyspace with the Cassandra adapter, stopping at ``budget_s``."""
-    store = make_store(ArchiveConfig.from_env(archive_env("cassandra", retention_days=0)))
+    store = create_store(StoreConfig.from_env(archive_env("cassandra", retention_days=0)))
     await store.open()
     began = time.perf_counter()
     loaded = 0

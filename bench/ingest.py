@@ -37,6 +37,8 @@ from typing import Any
 
 import grpc.aio
 
+from archivestore.config import StoreConfig
+from archivestore.factory import create_store
 from archivestore.types import PutItem
 from bench.harness import Result, config
 from bench.support import (
@@ -61,8 +63,6 @@ from bench.support import (
 from mailmesh.archive.v1 import archive_pb2, archive_pb2_grpc
 from mailmesh.common.v1 import common_pb2
 from mailmesh.ingest.v1 import ingest_pb2, ingest_pb2_grpc
-from services.archive.config import Config as ArchiveConfig
-from services.archive.server import make_store
 
 TARGETS = {"sqlite": 5000.0, "cassandra": 2000.0}
 LABEL = {"sqlite": "SQLite", "cassandra": "Cassandra"}
@@ -169,7 +169,7 @@ def _pids(*services: Service, backend: str) -> dict[str, int]:
 async def _adapter(backend: str, samples: Sequence[Sample]) -> Result:
     """Layer 1: the store adapter, in process."""
     path = _fresh_sqlite("ingest-adapter") if backend == "sqlite" else None
-    store = make_store(ArchiveConfig.from_env(archive_env(backend, sqlite_path=path)))
+    store = create_store(StoreConfig.from_env(archive_env(backend, sqlite_path=path)))
     await store.open()
     items = [PutItem(s.stored()) for s in samples]
     chunks = deque(items[i : i + STORE_BATCH] for i in range(0, len(items), STORE_BATCH))

@@ -20,9 +20,9 @@ import sys
 import time
 from pathlib import Path
 
-from archivestore.cassandra_schema import DATA_TABLES
+from archivestore.cassandra.schema import DATA_TABLES
+from archivestore.factory import create_store
 from archivestore.types import PutItem, StoredEnvelope
-from services.archive.server import make_store
 from spark.archive_job.config import Command, RunOptions, load
 from spark.archive_job.job import run
 from spark.archive_job.store import StoreClient
@@ -78,7 +78,7 @@ def main() -> int:
     if args.backend == "sqlite":
         for suffix in ("", "-wal", "-shm"):
             Path(args.path + suffix).unlink(missing_ok=True)
-    store = StoreClient(make_store(archive))
+    store = StoreClient(create_store(archive))
     store.open()
     if args.backend == "cassandra":
         for table in DATA_TABLES:

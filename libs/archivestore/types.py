@@ -6,6 +6,12 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+#: The two bucketed envelope tables, named alike by both adapters, the archive service and the Spark job:
+#: by sent time (``sent // bucket_seconds``) and by topic and day (docs/archive.md "Data model").
+TIME_TABLE = "envelopes_by_time"
+TOPIC_TABLE = "envelopes_by_topic"
+BUCKETED_TABLES = (TIME_TABLE, TOPIC_TABLE)
+
 
 class Direction(enum.Enum):
     """Iteration order over ``(sent, hash)``."""

@@ -1,106 +1,22 @@
-"""Every environment variable of the archive service (the README table is ``describe_markdown(Config)``)."""
+"""Every environment variable of the archive service (the README table is ``describe_markdown(Config)``).
+
+The store's own variables (backend, SQLite, Cassandra, retention, buckets, shards) are declared once, in
+:class:`archivestore.config.StoreConfig`, and embedded here as ``store``; the Spark job reads the same ones.
+"""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from pathlib import Path
-from typing import NamedTuple
 
-from archivestore.retention import RetentionPolicy
-from meshcore.config import FromEnv, RuntimeConfig, runtime_settings, setting
-from meshcore.parsers import (
-    parse_choice,
-    parse_duration,
-    parse_float,
-    parse_int,
-    parse_list,
-    parse_path,
-    parse_str,
-)
-from wakucodec.constants import MAX_MESSAGE_SIZE, TOPIC_LENGTH
+from archivestore.config import StoreConfig
+from meshcore.config import FromEnv, RuntimeConfig, nested, runtime_settings, setting
+from meshcore.parsers import parse_duration, parse_int
+from wakucodec.constants import MAX_MESSAGE_SIZE
 
-__all__ = [
-    "CONSISTENCY_LEVELS",
-    "Config",
-    "DefaultShards",
-    "parse_dc_factors",
-    "parse_default_shards",
-    "parse_keyspace",
-    "parse_topic_retention",
-]
+__all__ = ["Config"]
 
 DAY_S = 86_400
 MIB = 1024 * 1024
-#: cassandra-driver ``ConsistencyLevel`` names accepted by ``ARCHIVE_CASSANDRA_CONSISTENCY``.
-CONSISTENCY_LEVELS = ("ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM", "EACH_QUORUM", "LOCAL_ONE")
-_KEYSPACE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")  # archivestore.cassandra_schema.check_identifier's rule
-_DC = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-
-
-class DefaultShards(NamedTuple):
-    """Shards of a bucket without a shard plan entry, per bucketed table (Cassandra only)."""
-
-    time: int
-    topic: int
-
-
-def _pairs(raw: str) -> list[tuple[str, str]]:
-    pairs: list[tuple[str, str]] = []
-    for index, part in enumerate(p.strip() for p in raw.split(",") if p.strip()):
-        key, sep, value = part.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise ValueError(f"item {index + 1}: must be key=value")
-        pairs.append((key.strip(), value.strip()))
-    return pairs
-
-
-def parse_topic_retention(raw: str) -> tuple[tuple[bytes, float], ...]:
-    """``0xaabbccdd=7,0x01020304=90`` → ((topic, days), …); days > 0, each topic once."""
-    out: dict[bytes, float] = {}
-    for key, value in _pairs(raw):
-        text = key[2:] if key[:2].lower() == "0x" else key
-        try:
-            topic = bytes.fromhex(text)
-        except ValueError:
-            raise ValueError(f"{key}: a topic is {TOPIC_LENGTH} bytes of hex, e.g. 0xaabbccdd") from None
-        if len(topic) != TOPIC_LENGTH:
-            raise ValueError(f"{key}: a topic is {TOPIC_LENGTH} bytes of hex, e.g. 0xaabbccdd")
-        days = parse_float(0)(value)
-        if days <= 0:
-            raise ValueError(f"{key}: retention must be > 0 days (use ARCHIVE_RETENTION_DAYS=0 for forever)")
-        if topic in out:
-            raise ValueError(f"{key}: topic given twice")
-        out[topic] = days
-    return tuple(out.items())
-
-
-def parse_default_shards(raw: str) -> DefaultShards:
-    """``time=4,topic=1`` (either may be left out and keeps its default) → DefaultShards."""
-    values = {"time": 4, "topic": 1}
-    for key, value in _pairs(raw):
-        if key not in values:
-            raise ValueError(f"{key}: unknown table (use time= and topic=)")
-        values[key] = parse_int(1, 1024)(value)
-    return DefaultShards(values["time"], values["topic"])
-
-
-def parse_dc_factors(raw: str) -> tuple[tuple[str, int], ...]:
-    """``dc1=3,dc2=3`` → ((dc, replication factor), …) for NetworkTopologyStrategy; empty = none."""
-    out: dict[str, int] = {}
-    for key, value in _pairs(raw):
-        if not _DC.match(key):
-            raise ValueError(f"{key}: not a data centre name")
-        out[key] = parse_int(1, 10)(value)
-    return tuple(out.items())
-
-
-def parse_keyspace(raw: str) -> str:
-    """A plain lower-case CQL identifier (it is interpolated into CQL)."""
-    name = raw.strip()
-    if not _KEYSPACE.match(name):
-        raise ValueError("must match [a-z][a-z0-9_]{0,47}")
-    return name
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,151 +26,8 @@ class Config(FromEnv):
     runtime: RuntimeConfig = runtime_settings(
         "ARCHIVE", service_name="archive", grpc_port=50053, metrics_port=9153
     )
-    backend: str = setting(
-        "ARCHIVE_BACKEND",
-        parse_choice("sqlite", "cassandra"),
-        default="sqlite",
-        doc="Storage backend: sqlite (one local file, no set-up) or cassandra.",
-    )
-    # ------------------------------------------------------------------ SQLite
-    sqlite_path: Path = setting(
-        "ARCHIVE_SQLITE_PATH",
-        parse_path(),
-        default="var/archive.sqlite3",
-        doc="SQLite: the database file (WAL; its directory is created if missing).",
-    )
-    sqlite_read_connections: int = setting(
-        "ARCHIVE_SQLITE_READ_CONNECTIONS",
-        parse_int(1, 64),
-        default="4",
-        doc="SQLite: concurrent read connections (WAL readers do not block the writer).",
-    )
-    sqlite_busy_timeout_s: float = setting(
-        "ARCHIVE_SQLITE_BUSY_TIMEOUT_SECONDS",
-        parse_duration(0, 600),
-        default="5",
-        doc="SQLite: how long a statement waits for a lock before the call fails with UNAVAILABLE.",
-    )
-    sqlite_cache_mib: int = setting(
-        "ARCHIVE_SQLITE_CACHE_MIB",
-        parse_int(2, 65536),
-        default="256",
-        doc="SQLite: page cache of the writer connection, MiB (keeps the hash indexes' leaves cached at "
-        "millions of rows; SQLite's own default is 2).",
-    )
-    sqlite_group_commit_rows: int = setting(
-        "ARCHIVE_SQLITE_GROUP_COMMIT_ROWS",
-        parse_int(1, 100_000),
-        default="4000",
-        doc="SQLite: put batches waiting for the writer share one transaction up to this many envelopes "
-        "(group commit: one fsync for all of them).",
-    )
-    purge_interval_s: float = setting(
-        "ARCHIVE_PURGE_INTERVAL_SECONDS",
-        parse_duration(0, 7 * DAY_S),
-        default="3600",
-        doc="SQLite: seconds between runs of the cleaner deleting rows past retention in batches of 1000 "
-        "(status-go's cleaner runs hourly); 0 = never. Cassandra expires rows by TTL instead.",
-    )
-    # ------------------------------------------------------------------ Cassandra
-    cassandra_hosts: tuple[str, ...] = setting(
-        "ARCHIVE_CASSANDRA_HOSTS",
-        parse_list(parse_str(allow_empty=False)),
-        default="127.0.0.1",
-        doc="Cassandra: comma-separated contact points of the local data centre.",
-    )
-    cassandra_port: int = setting(
-        "ARCHIVE_CASSANDRA_PORT", parse_int(1, 65535), default="9042", doc="Cassandra: CQL native port."
-    )
-    cassandra_keyspace: str = setting(
-        "ARCHIVE_CASSANDRA_KEYSPACE",
-        parse_keyspace,
-        default="mailmesh",
-        doc="Cassandra: keyspace, created and migrated at start-up.",
-    )
-    cassandra_consistency: str = setting(
-        "ARCHIVE_CASSANDRA_CONSISTENCY",
-        parse_choice(*CONSISTENCY_LEVELS, case_sensitive=False),
-        default="LOCAL_QUORUM",
-        doc="Cassandra: consistency level of every read and write.",
-    )
-    cassandra_local_dc: str = setting(
-        "ARCHIVE_CASSANDRA_LOCAL_DC",
-        parse_str(),
-        default="",
-        doc="Cassandra: data centre whose replicas coordinate; empty = the contact points' data centre.",
-    )
-    cassandra_replication_factor: int = setting(
-        "ARCHIVE_CASSANDRA_REPLICATION_FACTOR",
-        parse_int(1, 10),
-        default="1",
-        doc="Cassandra: SimpleStrategy replication factor of a keyspace the archive creates "
-        "(ignored when ARCHIVE_CASSANDRA_REPLICATION_DCS is set).",
-    )
-    cassandra_replication_dcs: tuple[tuple[str, int], ...] = setting(
-        "ARCHIVE_CASSANDRA_REPLICATION_DCS",
-        parse_dc_factors,
-        default="",
-        doc="Cassandra: NetworkTopologyStrategy factors of a keyspace the archive creates, e.g. dc1=3,dc2=3; "
-        "empty = SimpleStrategy. An existing keyspace is never altered.",
-    )
-    cassandra_request_timeout_s: float = setting(
-        "ARCHIVE_CASSANDRA_REQUEST_TIMEOUT_SECONDS",
-        parse_duration(0.1, 600),
-        default="12",
-        doc="Cassandra: client-side timeout of one request (keep above the server's 5 s write timeout).",
-    )
-    cassandra_connect_timeout_s: float = setting(
-        "ARCHIVE_CASSANDRA_CONNECT_TIMEOUT_SECONDS",
-        parse_duration(0.1, 600),
-        default="5",
-        doc="Cassandra: timeout of one connection attempt.",
-    )
-    cassandra_max_in_flight: int = setting(
-        "ARCHIVE_CASSANDRA_MAX_IN_FLIGHT",
-        parse_int(1, 100_000),
-        default="128",
-        doc="Cassandra: requests outstanding at once (backpressure on the driver).",
-    )
-    cassandra_write_batch_bytes: int = setting(
-        "ARCHIVE_CASSANDRA_WRITE_BATCH_BYTES",
-        parse_int(0, 8 * 1024 * 1024),
-        default="262144",  # archivestore.cassandra_write.DEFAULT_WRITE_BATCH_BYTES
-        doc="Cassandra: rows of one partition go in UNLOGGED batches up to about this many bytes (one "
-        "mutation each, exempt from the batch size thresholds); 0 = one INSERT per row.",
-    )
-    # ------------------------------------------------------------------ data model
-    retention_days: float = setting(
-        "ARCHIVE_RETENTION_DAYS",
-        parse_float(0, 100 * 365),
-        default="30",
-        doc="Days an envelope is kept after its sent time (status-go MailServerDataRetention); 0 = forever.",
-    )
-    topic_retention: tuple[tuple[bytes, float], ...] = setting(
-        "ARCHIVE_TOPIC_RETENTION",
-        parse_topic_retention,
-        default="",
-        doc="Per-topic retention in days overriding ARCHIVE_RETENTION_DAYS, e.g. 0xaabbccdd=7,0x01020304=90.",
-    )
-    bucket_seconds: int = setting(
-        "ARCHIVE_BUCKET_SECONDS",
-        parse_int(60, DAY_S),
-        default="3600",
-        doc="Width of the time buckets (partitions) in seconds; must divide a day. Fixed once data exists.",
-    )
-    default_shards: DefaultShards = setting(
-        "ARCHIVE_DEFAULT_SHARDS",
-        parse_default_shards,
-        default="time=4,topic=1",
-        doc="Cassandra: shards of a bucket without a shard plan entry, per table (SQLite always uses 1).",
-    )
-    bloom_topic_expansion: int = setting(
-        "ARCHIVE_BLOOM_TOPIC_EXPANSION",
-        parse_int(0, 100_000),
-        default="64",
-        doc="A bloom query matching at most this many known topics runs as a topics query; "
-        "above it the time range is scanned and filtered.",
-    )
+    store: StoreConfig = nested(StoreConfig, prefix="")  # its names are spelt out: ARCHIVE_…
+    """The store: backend, its connection and tuning, retention, buckets and shards."""
     # ------------------------------------------------------------------ request limits
     max_put_items: int = setting(
         "ARCHIVE_MAX_PUT_ITEMS",
@@ -275,6 +48,13 @@ class Config(FromEnv):
         doc="Byte budget (sum of RLP sizes) of a QueryEnvelopes page whose request leaves max_bytes at 0.",
     )
     # ------------------------------------------------------------------ background duties
+    purge_interval_s: float = setting(
+        "ARCHIVE_PURGE_INTERVAL_SECONDS",
+        parse_duration(0, 7 * DAY_S),
+        default="3600",
+        doc="SQLite: seconds between runs of the cleaner deleting rows past retention in batches of 1000 "
+        "(status-go's cleaner runs hourly); 0 = never. Cassandra expires rows by TTL instead.",
+    )
     stats_interval_s: float = setting(
         "ARCHIVE_STATS_INTERVAL_SECONDS",
         parse_duration(0, DAY_S),
@@ -296,22 +76,8 @@ class Config(FromEnv):
     )
 
     def __post_init__(self) -> None:
-        if DAY_S % self.bucket_seconds:
-            raise ValueError(f"ARCHIVE_BUCKET_SECONDS={self.bucket_seconds} must divide a day (86400)")
         if self.max_envelope_bytes + 64 > self.runtime.max_message_bytes:
             raise ValueError(
                 f"ARCHIVE_MAX_ENVELOPE_BYTES={self.max_envelope_bytes} does not fit in a gRPC message of "
                 f"ARCHIVE_GRPC_MAX_MESSAGE_BYTES={self.runtime.max_message_bytes}"
             )
-
-    @property
-    def retention(self) -> RetentionPolicy:
-        """Global and per-topic retention as the adapters apply it at write time."""
-        return RetentionPolicy.from_days(self.retention_days, dict(self.topic_retention))
-
-    @property
-    def replication(self) -> dict[str, str | int]:
-        """Keyspace replication map for a keyspace the archive creates."""
-        if self.cassandra_replication_dcs:
-            return {"class": "NetworkTopologyStrategy", **dict(self.cassandra_replication_dcs)}
-        return {"class": "SimpleStrategy", "replication_factor": self.cassandra_replication_factor}

@@ -17,7 +17,14 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from archivestore.protocol import ArchiveStore
-from archivestore.types import BucketInfo, ExpireRequest, ShardPlanEntry
+from archivestore.types import (
+    BUCKETED_TABLES,
+    TIME_TABLE,
+    TOPIC_TABLE,
+    BucketInfo,
+    ExpireRequest,
+    ShardPlanEntry,
+)
 from services.archive.errors import InvalidField, PlanConflict, PlanPrecondition
 from wakucodec.constants import UINT32_MAX
 
@@ -42,10 +49,7 @@ __all__ = [
     "write_plan",
 ]
 
-#: The bucketed tables, as both adapters (and the Spark job) name them.
-TIME_TABLE = "envelopes_by_time"
-TOPIC_TABLE = "envelopes_by_topic"
-TABLES = (TIME_TABLE, TOPIC_TABLE)
+TABLES = BUCKETED_TABLES
 DAY_S = 86_400
 
 

@@ -1,6 +1,7 @@
 """Builds the archive server: the store adapter from the config, the servicer, health, background duties.
 
-Only this module (and ``__main__``) knows the concrete backend. :func:`build` opens the store *before*
+The store is built by ``__main__`` with :func:`archivestore.factory.create_store` and handed in through
+:class:`Deps`, so this module knows no backend. :func:`build` opens the store *before*
 serving; if the store is unreachable at that moment the server still starts, answers UNAVAILABLE and reports
 ``mailmesh.archive.v1.ArchiveService`` NOT_SERVING until a background opener succeeds (a schema problem is
 fatal instead: it will not fix itself). The whole-server health (service ``""``) stays SERVING while the
@@ -16,7 +17,6 @@ touch it.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -35,59 +35,21 @@ from services.archive.lifecycle import Periodic, StoreGate
 from services.archive.metrics import ArchiveMetrics
 from services.archive.servicer import SERVICE_NAME, ArchiveServicer, ServicerSettings
 
-__all__ = ["Deps", "build", "make_store", "settings_for"]
+__all__ = ["Deps", "build", "settings_for"]
 
 _log = logging.getLogger(__name__)
 #: First retry of a store that could not be opened at start-up; doubled up to ARCHIVE_STORE_RETRY_MAX_SECONDS.
 FIRST_RETRY_S = 1.0
 
 
-def make_store(cfg: Config) -> ArchiveStore:
-    """The adapter ``cfg`` asks for, not yet opened (drivers are imported only for the chosen backend)."""
-    if cfg.backend == "sqlite":
-        from archivestore.sqlite import SqliteStore
-
-        with contextlib.suppress(OSError):  # an unwritable place fails at open(), as UNAVAILABLE
-            cfg.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
-        return SqliteStore(
-            cfg.sqlite_path,
-            cfg.retention,
-            bucket_seconds=cfg.bucket_seconds,
-            bloom_topic_expansion=cfg.bloom_topic_expansion,
-            read_connections=cfg.sqlite_read_connections,
-            busy_timeout_ms=int(cfg.sqlite_busy_timeout_s * 1000),
-            cache_mib=cfg.sqlite_cache_mib,
-            group_commit_rows=cfg.sqlite_group_commit_rows,
-        )
-    from cassandra import ConsistencyLevel
-
-    from archivestore.cassandra import CassandraStore
-
-    return CassandraStore(
-        list(cfg.cassandra_hosts),
-        cfg.cassandra_port,
-        cfg.cassandra_keyspace,
-        cfg.retention,
-        consistency=getattr(ConsistencyLevel, cfg.cassandra_consistency),
-        bucket_seconds=cfg.bucket_seconds,
-        default_shards={mt.TIME_TABLE: cfg.default_shards.time, mt.TOPIC_TABLE: cfg.default_shards.topic},
-        max_in_flight=cfg.cassandra_max_in_flight,
-        request_timeout=cfg.cassandra_request_timeout_s,
-        connect_timeout=cfg.cassandra_connect_timeout_s,
-        replication=cfg.replication,
-        local_dc=cfg.cassandra_local_dc or None,
-        bloom_topic_expansion=cfg.bloom_topic_expansion,
-        write_batch_bytes=cfg.cassandra_write_batch_bytes,
-    )
-
-
 def settings_for(cfg: Config) -> ServicerSettings:
     """What the servicer needs from ``cfg`` (SQLite has one shard per bucket whatever the config says)."""
-    shards = cfg.default_shards if cfg.backend == "cassandra" else (1, 1)
+    store = cfg.store
+    shards = store.default_shards if store.backend == "cassandra" else (1, 1)
     return ServicerSettings(
-        layout=mt.Layout(cfg.bucket_seconds),
+        layout=mt.Layout(store.bucket_seconds),
         default_shards={mt.TIME_TABLE: shards[0], mt.TOPIC_TABLE: shards[1]},
-        retention=cfg.retention,
+        retention=store.retention,
         max_put_items=cfg.max_put_items,
         max_envelope_bytes=cfg.max_envelope_bytes,
         query_default_max_bytes=cfg.query_default_max_bytes,

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as sf
 
-from archivestore.cassandra_bridge import ConnectOptions
-from archivestore.cassandra_layout import ShardPlan
+from archivestore.cassandra.driver import ConnectOptions
+from archivestore.cassandra.layout import ShardPlan
 from archivestore.types import ExpireRequest, ShardPlanEntry
 from spark.archive_job.context import Context
 from spark.archive_job.decide import BucketStats, Plan, Role, decide

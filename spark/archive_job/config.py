@@ -1,9 +1,9 @@
 """Settings of the archive job: its own ``ARCHIVE_JOB_*`` variables, the command line, and the archive's.
 
-The store is configured by the archive service's own :class:`services.archive.config.Config` (the same
-``ARCHIVE_*`` variables, so the CronJob shares the archive Deployment's ConfigMap): bucket width, default
-shards, retention and connection settings can then never differ between the writers, the readers and the
-job. Only what is the job's alone lives in :class:`JobConfig`.
+The store is configured by :class:`archivestore.config.StoreConfig`, the declaration the archive service
+embeds (the same ``ARCHIVE_*`` variables, so the CronJob shares the archive Deployment's ConfigMap): bucket
+width, default shards, retention and connection settings can then never differ between the writers, the
+readers and the job. Only what is the job's alone lives in :class:`JobConfig`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from archivestore.cassandra_schema import SHARDED_TABLES
+from archivestore.config import StoreConfig
+from archivestore.types import BUCKETED_TABLES
 from meshcore.config import FromEnv, setting
 from meshcore.parsers import (
     parse_choice,
@@ -25,9 +26,8 @@ from meshcore.parsers import (
     parse_str,
     parse_url,
 )
-from services.archive.config import Config as ArchiveConfig
 
-__all__ = ["ArchiveConfig", "Command", "JobConfig", "RunOptions", "load", "parse_args"]
+__all__ = ["Command", "JobConfig", "RunOptions", "StoreConfig", "load", "parse_args"]
 
 MIB = 1024 * 1024
 
@@ -76,8 +76,8 @@ class JobConfig(FromEnv):
     )
     tables: tuple[str, ...] = setting(
         "ARCHIVE_JOB_TABLES",
-        parse_list(parse_choice(*SHARDED_TABLES)),
-        default=",".join(SHARDED_TABLES),
+        parse_list(parse_choice(*BUCKETED_TABLES)),
+        default=",".join(BUCKETED_TABLES),
         doc="Bucketed tables the job maintains.",
     )
     max_partition_rows: int = setting(
@@ -205,6 +205,6 @@ def parse_args(argv: Sequence[str]) -> RunOptions:
     return RunOptions(Command(args.command), bool(args.dry_run), args.now)
 
 
-def load(environ: Mapping[str, str] | None = None) -> tuple[JobConfig, ArchiveConfig]:
+def load(environ: Mapping[str, str] | None = None) -> tuple[JobConfig, StoreConfig]:
     """The job's and the archive's settings from ``environ`` (default: the process environment)."""
-    return JobConfig.from_env(environ), ArchiveConfig.from_env(environ)
+    return JobConfig.from_env(environ), StoreConfig.from_env(environ)

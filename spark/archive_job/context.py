@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from spark.archive_job.config import ArchiveConfig, JobConfig, RunOptions
+from spark.archive_job.config import JobConfig, RunOptions, StoreConfig
 from spark.archive_job.decide import Policy
 from spark.archive_job.report import Report
 from spark.archive_job.rows import Cutoffs
@@ -22,7 +22,7 @@ class Context:
 
     spark: SparkSession
     job: JobConfig
-    archive: ArchiveConfig
+    archive: StoreConfig
     opts: RunOptions
     store: StoreClient
     stages: Stages

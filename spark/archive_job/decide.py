@@ -1,6 +1,6 @@
 """The plan: what happens to each bucket, decided from per-partition statistics (pure Python, no Spark).
 
-A partition of a bucket is, against the shard plan (:class:`archivestore.cassandra_layout.ShardPlan`):
+A partition of a bucket is, against the shard plan (:class:`archivestore.cassandra.layout.ShardPlan`):
 
 - ``current``: a shard of the bucket's current generation (where writers write now);
 - ``stale``: a shard of an older recorded generation (or of generation 0): readers still merge it, writers
@@ -22,7 +22,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from archivestore.cassandra_layout import MAX_GENERATION, Generation, ShardPlan
+from archivestore.cassandra.layout import MAX_GENERATION, Generation, ShardPlan
 from spark.archive_job.tables import generation_of
 
 __all__ = [

@@ -1,7 +1,7 @@
 """Whole-partition deletes, run on the executors with the Python driver (reference/infra.md §4.2).
 
 The connector's DataFrame API cannot delete, so each Spark task opens its own driver session (the
-adapter's :func:`archivestore.cassandra_bridge.build_cluster`: same protocol, load balancing, consistency
+adapter's :func:`archivestore.cassandra.driver.build_cluster`: same protocol, load balancing, consistency
 and timeouts as the archive), prepares the three partition deletes and runs its share concurrently. Only
 ever a partition key: no row or range tombstone is written into an envelope partition.
 """
@@ -15,8 +15,8 @@ from typing import Any
 
 from cassandra.concurrent import execute_concurrent_with_args
 
-from archivestore.cassandra_bridge import ConnectOptions, build_cluster
-from archivestore.cassandra_schema import KEYS_TABLE, TIME_TABLE, TOPIC_TABLE
+from archivestore.cassandra.driver import ConnectOptions, build_cluster
+from archivestore.cassandra.schema import KEYS_TABLE, TIME_TABLE, TOPIC_TABLE
 
 __all__ = ["DeleteTarget", "Deletion", "delete_statements", "partition_deleter"]
 

@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 
 from pyspark.sql import SparkSession
 
+from archivestore.factory import create_store
 from meshcore.config import ConfigError
-from services.archive.server import make_store
 from spark.archive_job import cassandra_flow, sqlite_flow
-from spark.archive_job.config import ArchiveConfig, JobConfig, RunOptions, load, parse_args
+from spark.archive_job.config import JobConfig, RunOptions, StoreConfig, load, parse_args
 from spark.archive_job.context import Context
 from spark.archive_job.report import Report
 from spark.archive_job.session import start_spark
@@ -31,7 +31,7 @@ __all__ = ["main", "run"]
 def run(
     opts: RunOptions,
     job: JobConfig,
-    archive: ArchiveConfig,
+    archive: StoreConfig,
     *,
     spark: SparkSession | None = None,
     hook: Hook | None = None,
@@ -45,7 +45,7 @@ def run(
         f"{opts.command.value} on {archive.backend}{' (plan only)' if opts.plan_only else ''} at {now}; "
         f"retention {archive.retention_days:g} d, {len(archive.topic_retention)} topic override(s)"
     )
-    store = StoreClient(make_store(archive))
+    store = StoreClient(create_store(archive))
     session = spark
     try:
         store.open()

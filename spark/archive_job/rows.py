@@ -1,6 +1,6 @@
 """What a stored row is to the job: visible or not, expired by the run's cutoffs, and worth rewriting for.
 
-Visibility is the adapter's own :func:`archivestore.cassandra_layout.visible` (retention ``expires_at`` and
+Visibility is the adapter's own :func:`archivestore.visibility.visible` (retention ``expires_at`` and
 recorded erasures against the row's write time), so the job keeps exactly the rows readers return. The
 functions here run inside Spark's Python workers: they import only the layout module and plain Python.
 """
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import Column
 
-from archivestore.cassandra_layout import Erasures, visible
 from archivestore.retention import RetentionPolicy
+from archivestore.visibility import Erasures, visible
 
 __all__ = [
     "DOOMED",

@@ -14,14 +14,14 @@ from collections.abc import Mapping
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
-from spark.archive_job.config import ArchiveConfig, JobConfig
+from spark.archive_job.config import JobConfig, StoreConfig
 
 __all__ = ["CASSANDRA_EXTENSIONS", "cassandra_settings", "start_spark"]
 
 CASSANDRA_EXTENSIONS = "com.datastax.spark.connector.CassandraSparkExtensions"
 
 
-def cassandra_settings(archive: ArchiveConfig) -> dict[str, str]:
+def cassandra_settings(archive: StoreConfig) -> dict[str, str]:
     """Connector settings from the archive's own Cassandra settings.
 
     Reads and writes use the archive's consistency (LOCAL_QUORUM by default, not the connector's
@@ -43,7 +43,7 @@ def cassandra_settings(archive: ArchiveConfig) -> dict[str, str]:
 
 def start_spark(
     job: JobConfig,
-    archive: ArchiveConfig,
+    archive: StoreConfig,
     app_name: str = "mailmesh-archive-job",
     extra: Mapping[str, str] | None = None,
 ) -> SparkSession:

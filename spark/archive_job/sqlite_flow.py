@@ -21,10 +21,9 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as sf
 
-from archivestore.cassandra_layout import Erasures
-from archivestore.cassandra_schema import TIME_TABLE, TOPIC_TABLE
 from archivestore.retention import DAY_S
-from archivestore.types import BucketInfo, ExpireRequest
+from archivestore.types import TIME_TABLE, TOPIC_TABLE, BucketInfo, ExpireRequest
+from archivestore.visibility import Erasures
 from spark.archive_job.context import Context
 from spark.archive_job.extract import sqlite_meta
 from spark.archive_job.rows import doomed_column, live_column, row_flags

@@ -2,7 +2,7 @@
 
 The job changes the archive only through the store's public maintenance methods (``expire``,
 ``delete_buckets``, ``put_shard_plan``), through connector writes of rows whose place comes from
-:mod:`archivestore.cassandra_layout`, and through whole-partition deletes. Two Cassandra reads have no
+:mod:`archivestore.cassandra.layout`, and through whole-partition deletes. Two Cassandra reads have no
 protocol method yet and use the adapter's catalog directly: every generation of the shard plan
 (``get_shard_plan`` returns only the newest per bucket) and the recorded erasures (which decide what
 readers see). See docs/spark.md "What the store still lacks".
@@ -14,10 +14,11 @@ import asyncio
 from collections.abc import Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
 
-from archivestore.cassandra import CassandraStore
-from archivestore.cassandra_layout import Erasures, ShardPlan
+from archivestore.cassandra.layout import ShardPlan
+from archivestore.cassandra.store import CassandraStore
 from archivestore.protocol import ArchiveStore
 from archivestore.types import BucketInfo, ExpireRequest, ExpireResult, ShardPlanEntry
+from archivestore.visibility import Erasures
 
 __all__ = ["StoreClient"]
 

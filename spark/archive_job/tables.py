@@ -1,7 +1,7 @@
 """The two sharded envelope tables as the job sees them: key columns, data columns, the bucket column.
 
-Names come from :mod:`archivestore.cassandra_schema`; where a row goes (bucket, shard) only ever from
-:mod:`archivestore.cassandra_layout`. The job handles both tables in one normalised shape, ``bucket`` (the
+Names come from :mod:`archivestore.cassandra.schema`; where a row goes (bucket, shard) only ever from
+:mod:`archivestore.cassandra.layout`. The job handles both tables in one normalised shape, ``bucket`` (the
 time bucket or the day), ``shard``, ``ptopic`` (the topic of a topic-table partition key, null for the time
 table), then the row's own columns.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from archivestore.cassandra_layout import GENERATION_STRIDE
-from archivestore.cassandra_schema import KEYS_TABLE, TIME_TABLE, TOPIC_TABLE, TOPICS_BY_DAY
+from archivestore.cassandra.layout import GENERATION_STRIDE
+from archivestore.cassandra.schema import KEYS_TABLE, TIME_TABLE, TOPIC_TABLE, TOPICS_BY_DAY
 
 __all__ = [
     "KEYS",
@@ -54,5 +54,5 @@ TOPICS_CATALOGUE = TOPICS_BY_DAY
 
 
 def generation_of(shard: int) -> int:
-    """The generation a shard column value belongs to (inverse of ``cassandra_layout.shard_of``)."""
+    """The generation a shard column value belongs to (inverse of the adapter's ``layout.shard_of``)."""
     return shard // GENERATION_STRIDE

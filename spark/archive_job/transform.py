@@ -1,6 +1,6 @@
 """Transform: classify rows, size partitions, pick the copies a move or a convergence writes.
 
-Everything that decides *where* a row lives calls :mod:`archivestore.cassandra_layout` from Python UDFs
+Everything that decides *where* a row lives calls :mod:`archivestore.cassandra.layout` from Python UDFs
 (``shard_of`` for a copy's shard, ``ShardPlan`` for a partition's role), so the job can never disagree with
 the adapter's writers and readers. What the job *keeps* is decided by :mod:`.rows` (the adapter's
 ``visible`` plus this run's cutoffs).
@@ -15,7 +15,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as sf
 from pyspark.sql.types import IntegerType, StringType
 
-from archivestore.cassandra_layout import Generation, ShardPlan, shard_of
+from archivestore.cassandra.layout import Generation, ShardPlan, shard_of
 from spark.archive_job.decide import BucketStats, Role, role_of
 from spark.archive_job.rows import RowFlags, doomed_column, live_column, stranded_column
 from spark.archive_job.tables import TableSpec, generation_of
@@ -150,7 +150,8 @@ def copies(rows: DataFrame, flags: RowFlags, targets: Mapping[int, Generation]) 
     """The rows a move or convergence writes: live ones, one per hash (the latest write), re-sharded.
 
     ``targets`` maps each bucket to the generation its rows go to; the new shard is
-    ``cassandra_layout.shard_of(generation, shards, hash)``, exactly what the adapter's writers compute.
+    ``archivestore.cassandra.layout.shard_of(generation, shards, hash)``, exactly what the adapter's
+    writers compute.
     """
     live = classify(rows, flags).filter(live_column(sf.col(FLAGS)))
     latest = Window.partitionBy("bucket", "hash").orderBy(sf.col("wt").desc_nulls_last())

@@ -287,7 +287,7 @@ def test_configmap_settings_are_real_settings_that_parse(docs: list[Doc]) -> Non
     assert set(data) <= known, f"not a setting: {set(data) - known}"
     archive = ArchiveConfig.from_env(data)
     job = JobConfig.from_env(data)
-    assert archive.backend == "cassandra" and job.jar_paths() == []  # the image bakes the jars in
+    assert archive.store.backend == "cassandra" and job.jar_paths() == []  # the image bakes the jars in
     (ref,) = driver(docs)["envFrom"]
     assert ref["configMapRef"]["name"] == "archive-spark-env"
 

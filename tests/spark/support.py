@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from archivestore.cassandra_layout import GENERATION_STRIDE, ShardPlan, shard_of
-from archivestore.cassandra_schema import KEYS_TABLE, TIME_TABLE, TOPIC_TABLE
+from archivestore.cassandra.layout import GENERATION_STRIDE, ShardPlan, shard_of
+from archivestore.cassandra.schema import KEYS_TABLE, TIME_TABLE, TOPIC_TABLE
 from archivestore.types import Direction, PutItem, Query, StoredEnvelope
-from spark.archive_job.config import ArchiveConfig, Command, JobConfig, RunOptions, load
+from spark.archive_job.config import Command, JobConfig, RunOptions, StoreConfig, load
 from spark.archive_job.session import start_spark
 from spark.archive_job.store import StoreClient
 from tests.integration.archive.contract import A, B, C, env, paginate
@@ -123,7 +123,7 @@ def job_env(backend: str, location: str, **extra: str) -> dict[str, str]:
     return out
 
 
-def settings(environ: dict[str, str]) -> tuple[JobConfig, ArchiveConfig]:
+def settings(environ: dict[str, str]) -> tuple[JobConfig, StoreConfig]:
     """Both configs from a test environment."""
     return load(environ)
 

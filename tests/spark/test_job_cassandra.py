@@ -25,8 +25,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql import SparkSession
 
-from archivestore.cassandra_schema import TIME_TABLE, TOPIC_TABLE
-from services.archive.server import make_store
+from archivestore.cassandra.schema import TIME_TABLE, TOPIC_TABLE
+from archivestore.factory import create_store
 from spark.archive_job.config import Command
 from spark.archive_job.job import run
 from spark.archive_job.store import StoreClient
@@ -85,7 +85,7 @@ class Archive:
 
     def __init__(self, environ: dict[str, str]) -> None:
         self.environ = environ
-        self.store = StoreClient(make_store(settings(environ)[1]))
+        self.store = StoreClient(create_store(settings(environ)[1]))
         self.store.open()
 
     @property

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from services.archive.server import make_store
+from archivestore.factory import create_store
 from spark.archive_job.config import Command
 from spark.archive_job.job import run
 from spark.archive_job.store import StoreClient
@@ -43,7 +43,7 @@ class Archive:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.environ = job_env("sqlite", str(path), ARCHIVE_JOB_SQLITE_SLICES="3")
-        self.store = StoreClient(make_store(settings(self.environ)[1]))
+        self.store = StoreClient(create_store(settings(self.environ)[1]))
         self.store.open()
 
     def hashes(self) -> set[bytes]:

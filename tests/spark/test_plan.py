@@ -11,18 +11,17 @@ import pytest
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from archivestore.cassandra_layout import (
+from archivestore.cassandra.layout import (
     GENERATION_STRIDE,
     MAX_GENERATION,
-    Erasure,
-    Erasures,
     Generation,
     ShardPlan,
     shard_of,
 )
-from archivestore.cassandra_schema import TIME_TABLE, TOPIC_TABLE
+from archivestore.cassandra.schema import TIME_TABLE, TOPIC_TABLE
 from archivestore.retention import RetentionPolicy
 from archivestore.types import ShardPlanEntry
+from archivestore.visibility import Erasure, Erasures
 from spark.archive_job.config import Command, JobConfig, load, parse_args
 from spark.archive_job.decide import BucketStats, Policy, Role, decide, role_of, target_shards
 from spark.archive_job.executor import delete_statements

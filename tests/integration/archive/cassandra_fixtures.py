@@ -28,7 +28,7 @@ from cassandra import OperationTimedOut, ProtocolVersion
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
 from cassandra.policies import ConstantReconnectionPolicy, DCAwareRoundRobinPolicy
 
-from archivestore.cassandra_schema import DATA_TABLES
+from archivestore.cassandra.schema import DATA_TABLES
 from tools.cassandra import ctl
 
 #: How long to wait for a node that is running but not answering yet (a colleague's test restarting it).

@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from archivestore.cassandra import CassandraStore
-from archivestore.cassandra_layout import GENERATION_STRIDE
-from archivestore.cassandra_schema import (
+from archivestore.cassandra.layout import GENERATION_STRIDE
+from archivestore.cassandra.schema import (
     GC_GRACE_TTL_S,
     KEYS_TABLE,
     MIGRATIONS_TABLE,
     TIME_TABLE,
     TOPIC_TABLE,
 )
+from archivestore.cassandra.store import CassandraStore
 from archivestore.errors import SchemaError, StoreCorrupt, StoreUnavailable
 from archivestore.protocol import ArchiveStore
 from archivestore.retention import RetentionPolicy

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from archivestore.cassandra import CassandraStore
+from archivestore.cassandra.store import CassandraStore
 from archivestore.errors import StoreUnavailable
 from archivestore.types import StoredEnvelope
 from tests.integration.archive import cassandra_fixtures as cf

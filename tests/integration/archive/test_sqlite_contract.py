@@ -23,7 +23,7 @@ import pytest
 from archivestore.errors import SchemaError, StoreCorrupt, StoreUnavailable
 from archivestore.protocol import ArchiveStore
 from archivestore.retention import RetentionPolicy
-from archivestore.sqlite import SqliteStore
+from archivestore.sqlite.store import SqliteStore
 from archivestore.types import PutItem
 from tests.integration.archive.contract import (
     BASE,
@@ -214,7 +214,7 @@ async def test_writes_wait_for_a_queue_slot_instead_of_queueing_unboundedly(tmp_
 _KILL_SCRIPT = textwrap.dedent(
     """
     import asyncio, os, signal, sys
-    from archivestore.sqlite import SqliteStore
+    from archivestore.sqlite.store import SqliteStore
     from archivestore.retention import RetentionPolicy
     from tests.integration.archive.contract import BASE, env, items
 

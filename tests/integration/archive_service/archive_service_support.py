@@ -17,6 +17,7 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry
 
+from archivestore.factory import create_store
 from archivestore.protocol import ArchiveStore
 from mailmesh.archive.v1 import archive_pb2 as pb
 from mailmesh.archive.v1 import archive_pb2_grpc
@@ -24,7 +25,7 @@ from mailmesh.common.v1 import common_pb2
 from meshcore.clients import make_channel
 from meshcore.server import MeshServer
 from services.archive.config import Config
-from services.archive.server import Deps, build, make_store
+from services.archive.server import Deps, build
 from services.archive.servicer import SERVICE_NAME
 from wakucodec.envelope import Envelope, make_envelope
 from wakucodec.pow import calculate_pow
@@ -83,7 +84,7 @@ async def start_archive(env: Mapping[str, str], *, store: ArchiveStore | None = 
     cfg = Config.from_env({**TEST_ENV, **env})
     registry = CollectorRegistry()
     provider = TracerProvider()
-    the_store = store if store is not None else make_store(cfg)
+    the_store = store if store is not None else create_store(cfg.store)
     mesh = await build(cfg, Deps(store=the_store, registry=registry, tracer_provider=provider))
     channel = make_channel(
         f"127.0.0.1:{mesh.port}",

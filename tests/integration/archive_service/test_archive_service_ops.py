@@ -20,7 +20,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from archivestore.retention import RetentionPolicy
-from archivestore.sqlite import SqliteStore
+from archivestore.sqlite.store import SqliteStore
 from mailmesh.archive.v1 import archive_pb2 as pb
 from mailmesh.archive.v1 import archive_pb2_grpc
 from services.archive.servicer import SERVICE_NAME

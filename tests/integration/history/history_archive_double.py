@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from archivestore.errors import StoreError
 from archivestore.retention import RetentionPolicy
-from archivestore.sqlite import SqliteStore
+from archivestore.sqlite.store import SqliteStore
 from archivestore.types import Direction, Position, PutItem, PutOutcome, Query, StoredEnvelope
 from mailmesh.archive.v1 import archive_pb2, archive_pb2_grpc
 from mailmesh.common.v1 import common_pb2

@@ -10,6 +10,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from archivestore.factory import create_store
 from archivestore.types import Direction
 from mailmesh.archive.v1 import archive_pb2
 from mailmesh.common.v1 import common_pb2
@@ -79,7 +80,6 @@ async def start_archive(path: Path, *, double: bool = False) -> ArchiveHandle:
         from services.archive.config import Config as ArchiveConfig
         from services.archive.server import Deps as ArchiveDeps
         from services.archive.server import build as build_archive
-        from services.archive.server import make_store
     except ImportError:
         mesh, _store = await start_archive_double(path)
         return ArchiveHandle(mesh)
@@ -96,7 +96,7 @@ async def start_archive(path: Path, *, double: bool = False) -> ArchiveHandle:
             "ARCHIVE_STATS_INTERVAL_SECONDS": "0",
         }
     )
-    mesh = await build_archive(cfg, ArchiveDeps(store=make_store(cfg), registry=CollectorRegistry()))
+    mesh = await build_archive(cfg, ArchiveDeps(store=create_store(cfg.store), registry=CollectorRegistry()))
     return ArchiveHandle(mesh)
 
 

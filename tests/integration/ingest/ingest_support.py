@@ -20,13 +20,13 @@ import grpc.aio
 from google.protobuf import timestamp_pb2
 from prometheus_client import CollectorRegistry
 
+from archivestore.factory import create_store
 from mailmesh.archive.v1 import archive_pb2, archive_pb2_grpc
 from mailmesh.ingest.v1 import ingest_pb2, ingest_pb2_grpc
 from meshcore import MeshServer
 from services.archive.config import Config as ArchiveConfig
 from services.archive.server import Deps as ArchiveDeps
 from services.archive.server import build as build_archive
-from services.archive.server import make_store
 from services.ingest.config import Config
 from services.ingest.server import Deps, build, connect
 from wakucodec.envelope import Envelope, make_envelope
@@ -66,7 +66,9 @@ class ArchiveHandle:
                 "ARCHIVE_STATS_INTERVAL_SECONDS": "0",
             }
         )
-        self.mesh = await build_archive(cfg, ArchiveDeps(store=make_store(cfg), registry=CollectorRegistry()))
+        self.mesh = await build_archive(
+            cfg, ArchiveDeps(store=create_store(cfg.store), registry=CollectorRegistry())
+        )
         self.port = self.mesh.port
 
     async def stop(self) -> None:

@@ -20,12 +20,12 @@ import grpc.aio
 import pytest
 from prometheus_client import CollectorRegistry
 
+from archivestore.factory import create_store
 from mailmesh.ingest.v1 import ingest_pb2
 from meshcore import MeshServer
 from services.archive.config import Config as ArchiveConfig
 from services.archive.server import Deps as ArchiveDeps
 from services.archive.server import build as build_archive
-from services.archive.server import make_store
 from tests.integration.archive import cassandra_fixtures as cf
 from tests.integration.ingest.ingest_support import (
     ArchiveView,
@@ -80,7 +80,9 @@ async def path(
             "ARCHIVE_HEALTH_PROBE_SECONDS": "0",
         }
     )
-    archive = await build_archive(cfg, ArchiveDeps(store=make_store(cfg), registry=CollectorRegistry()))
+    archive = await build_archive(
+        cfg, ArchiveDeps(store=create_store(cfg.store), registry=CollectorRegistry())
+    )
     address = f"127.0.0.1:{archive.port}"
     # Long-lived unsealed envelopes (they must outlive the outage), so no minimum PoW here.
     ingest = await start_ingest(

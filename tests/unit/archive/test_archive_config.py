@@ -6,15 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from meshcore.config import ConfigError, describe, describe_markdown
-from services.archive.config import (
-    Config,
+from archivestore.config import (
     DefaultShards,
+    StoreConfig,
     parse_dc_factors,
     parse_default_shards,
     parse_keyspace,
     parse_topic_retention,
 )
+from meshcore.config import ConfigError, describe, describe_markdown
+from services.archive.config import Config
 
 README = Path(__file__).resolve().parents[3] / "services" / "archive" / "README.md"
 
@@ -26,18 +27,18 @@ def test_defaults_match_the_design() -> None:
         50053,
         9153,
     )
-    assert cfg.backend == "sqlite" and cfg.sqlite_path == Path("var/archive.sqlite3")
-    assert (cfg.cassandra_hosts, cfg.cassandra_port, cfg.cassandra_keyspace) == (
+    assert cfg.store.backend == "sqlite" and cfg.store.sqlite_path == Path("var/archive.sqlite3")
+    assert (cfg.store.cassandra_hosts, cfg.store.cassandra_port, cfg.store.cassandra_keyspace) == (
         ("127.0.0.1",),
         9042,
         "mailmesh",
     )
-    assert cfg.cassandra_consistency == "LOCAL_QUORUM" and cfg.cassandra_local_dc == ""
-    assert cfg.replication == {"class": "SimpleStrategy", "replication_factor": 1}
-    assert (cfg.retention_days, cfg.topic_retention, cfg.bucket_seconds) == (30, (), 3600)
-    assert cfg.default_shards == DefaultShards(time=4, topic=1)
+    assert cfg.store.cassandra_consistency == "LOCAL_QUORUM" and cfg.store.cassandra_local_dc == ""
+    assert cfg.store.replication == {"class": "SimpleStrategy", "replication_factor": 1}
+    assert (cfg.store.retention_days, cfg.store.topic_retention, cfg.store.bucket_seconds) == (30, (), 3600)
+    assert cfg.store.default_shards == DefaultShards(time=4, topic=1)
     assert (cfg.purge_interval_s, cfg.stats_interval_s) == (3600, 60)
-    assert cfg.retention.default_s == 30 * 86_400 and not cfg.retention.per_topic_s
+    assert cfg.store.retention.default_s == 30 * 86_400 and not cfg.store.retention.per_topic_s
 
 
 def test_every_variable_is_prefixed_and_documented() -> None:
@@ -61,8 +62,8 @@ def test_retention_days_and_topic_overrides() -> None:
     cfg = Config.from_env(
         {"ARCHIVE_RETENTION_DAYS": "0", "ARCHIVE_TOPIC_RETENTION": "0xaabbccdd=7, 01020304=0.5"}
     )
-    assert cfg.retention.default_s is None  # 0 = forever
-    assert cfg.retention.per_topic_s == {
+    assert cfg.store.retention.default_s is None  # 0 = forever
+    assert cfg.store.retention.per_topic_s == {
         bytes.fromhex("aabbccdd"): 7 * 86_400,
         bytes.fromhex("01020304"): 43_200,
     }
@@ -95,7 +96,7 @@ def test_default_shards_and_replication_parsers() -> None:
     with pytest.raises(ValueError, match="not a data centre"):
         parse_dc_factors("d c=3")
     cfg = Config.from_env({"ARCHIVE_CASSANDRA_REPLICATION_DCS": "dc1=3,dc2=3"})
-    assert cfg.replication == {"class": "NetworkTopologyStrategy", "dc1": 3, "dc2": 3}
+    assert cfg.store.replication == {"class": "NetworkTopologyStrategy", "dc1": 3, "dc2": 3}
     assert parse_keyspace(" mailmesh_2 ") == "mailmesh_2"
     with pytest.raises(ValueError, match=r"\[a-z\]"):
         parse_keyspace("Mail-Mesh")
@@ -132,11 +133,29 @@ def test_cross_field_checks() -> None:
     )
     assert small.max_envelope_bytes == 1_000_000
     assert (
-        Config.from_env({"ARCHIVE_CASSANDRA_CONSISTENCY": "local_one"}).cassandra_consistency == "LOCAL_ONE"
+        Config.from_env({"ARCHIVE_CASSANDRA_CONSISTENCY": "local_one"}).store.cassandra_consistency
+        == "LOCAL_ONE"
     )
 
 
 def test_the_cassandra_batch_default_is_the_adapters() -> None:
-    from archivestore.cassandra_write import DEFAULT_WRITE_BATCH_BYTES
+    from archivestore.cassandra.writes import DEFAULT_WRITE_BATCH_BYTES
 
-    assert Config.from_env({}).cassandra_write_batch_bytes == DEFAULT_WRITE_BATCH_BYTES
+    assert Config.from_env({}).store.cassandra_write_batch_bytes == DEFAULT_WRITE_BATCH_BYTES
+
+
+def test_the_store_settings_load_alone_with_the_services_names() -> None:
+    """The Spark job and the benches read ``StoreConfig`` by itself: same variables, same values."""
+    environ = {
+        "ARCHIVE_BACKEND": "cassandra",
+        "ARCHIVE_CASSANDRA_KEYSPACE": "archive_b",
+        "ARCHIVE_BUCKET_SECONDS": "1800",
+        "ARCHIVE_TOPIC_RETENTION": "0xaabbccdd=7",
+        "ARCHIVE_MAX_PUT_ITEMS": "10",  # the service's own: ignored by the store
+    }
+    alone = StoreConfig.from_env(environ)
+    assert alone == Config.from_env(environ).store
+    assert (alone.backend, alone.cassandra_keyspace, alone.bucket_seconds) == ("cassandra", "archive_b", 1800)
+    store_vars = {row.env for row in describe(StoreConfig)}
+    assert store_vars < {row.env for row in describe(Config)}
+    assert "ARCHIVE_MAX_PUT_ITEMS" not in store_vars and "ARCHIVE_BACKEND" in store_vars

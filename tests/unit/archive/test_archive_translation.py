@@ -19,7 +19,9 @@ from services.archive import maintenance as mt
 from services.archive.errors import ArchiveCorrupt, EnvelopeNotFound, store_errors
 from services.archive.lifecycle import StoreGate
 from services.archive.metrics import SIZE_BUCKETS, ArchiveMetrics
-from services.archive.servicer import EXPIRED_DETAIL, ArchiveServicer, ServicerSettings, envelope_message
+from services.archive.servicer import ArchiveServicer, ServicerSettings
+from services.archive.translate import envelope_message
+from services.archive.writes import EXPIRED_DETAIL
 from tests.integration.archive.model import ModelStore
 from wakucodec.envelope import Envelope, make_envelope
 from wakucodec.pow import calculate_pow

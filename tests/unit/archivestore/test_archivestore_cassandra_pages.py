@@ -1,4 +1,4 @@
-"""Page sizing of the Cassandra merge (``cassandra_query._Progress``): pure arithmetic, no node needed.
+"""Page sizing of the Cassandra merge (``cassandra.query._Progress``): pure arithmetic, no node needed.
 
 Correctness never depends on it (a short page is followed by another; the contract suite checks answers);
 these tests pin the estimate itself so a change to it is deliberate.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from archivestore.cassandra_query import Row, _Progress, _Reader
+from archivestore.cassandra.query import Row, _Progress, _Reader
 
 
 class _FakeReader:

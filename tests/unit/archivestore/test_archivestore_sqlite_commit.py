@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import pytest
 
 from archivestore.errors import StoreUnavailable
-from archivestore.sqlite_commit import GroupCommit
-from archivestore.sqlite_ops import InsertRow
+from archivestore.sqlite.group_commit import GroupCommit
+from archivestore.sqlite.operations import InsertRow
 
 
 def row(n: int) -> InsertRow:

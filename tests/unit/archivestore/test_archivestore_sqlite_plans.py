@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from archivestore.sqlite_schema import migrate
-from archivestore.sqlite_sql import BY_KEY_SQL, VISIBLE, order_by, range_clause, scan_sql, topics_sql
+from archivestore.sqlite.schema import migrate
+from archivestore.sqlite.statements import BY_KEY_SQL, VISIBLE, order_by, range_clause, scan_sql, topics_sql
 from archivestore.types import Direction
 
 FWD, BWD = Direction.FORWARD, Direction.BACKWARD

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from archivestore.errors import SchemaError, StoreCorrupt, StoreError, StoreUnavailable
-from archivestore.sqlite_schema import (
+from archivestore.sqlite.schema import (
     MIGRATIONS,
     SCHEMA_VERSION,
     Migration,

@@ -10,7 +10,7 @@ for a slot instead of growing the executor's queue. A slot (and a read connectio
 *thread* finishes the job, not when the awaiting task goes away, so cancelling a caller can neither
 overfill the queue nor hand a connection that is still in use to another reader.
 
-Every ``sqlite3.Error`` leaving a job is translated with :func:`archivestore.sqlite_schema.translate_error`.
+Every ``sqlite3.Error`` leaving a job is translated with :func:`archivestore.sqlite.schema.translate_error`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 from archivestore.errors import StoreUnavailable
-from archivestore.sqlite_schema import configure_reader, configure_writer, translate_error
+from archivestore.sqlite.schema import configure_reader, configure_writer, translate_error
 
 __all__ = ["SqliteBridge"]
 
@@ -66,7 +66,7 @@ class SqliteBridge:
         return self._state == "open"
 
     def _connect(self) -> sqlite3.Connection:
-        # isolation_level=None: no implicit transactions; sqlite_ops issues BEGIN / COMMIT itself.
+        # isolation_level=None: no implicit transactions; operations.py issues BEGIN / COMMIT itself.
         # check_same_thread=False: each connection is only ever used by one job at a time, but close()
         # may run on another thread of the same pool.
         return sqlite3.connect(

@@ -32,7 +32,7 @@ __all__ = [
     "topics_sql",
 ]
 
-#: Envelope columns in the order :func:`archivestore.sqlite_ops.to_envelope` expects.
+#: Envelope columns in the order :func:`archivestore.sqlite.operations.to_envelope` expects.
 COLUMNS = "sent, hash, topic, expiry, raw, message_hash"
 #: A row is visible until the second it expires (``expires_at`` NULL = kept forever); one ``?`` = now.
 VISIBLE = "(expires_at IS NULL OR expires_at > ?)"

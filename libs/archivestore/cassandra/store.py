@@ -1,13 +1,8 @@
 """The Cassandra archive adapter (docs/archive.md: "Queries on Cassandra", "Cassandra adapter").
 
-Module map: :mod:`~archivestore.cassandra_schema` (tables, migrations), :mod:`~archivestore.cassandra_cql`
-(prepared statements), :mod:`~archivestore.cassandra_bridge` (driver ⇄ asyncio, errors),
-:mod:`~archivestore.cassandra_layout` (buckets, shards, erasures), :mod:`~archivestore.cassandra_catalog`
-(plan, erasure and catalogue reads), :mod:`~archivestore.cassandra_write` (put),
-:mod:`~archivestore.cassandra_keys` (get, contains, the DUPLICATE pre-read),
-:mod:`~archivestore.cassandra_query` (query), :mod:`~archivestore.cassandra_maint` (maintenance).
-This module validates arguments and wires those together. Semantics are the protocol's, as pinned by
-tests/integration/archive/contract.py; caller errors raise ``ValueError``, backend failures StoreError.
+This module validates arguments and wires the backend's modules (listed in :mod:`archivestore.cassandra`)
+together. Semantics are the protocol's, as pinned by tests/integration/archive/contract.py; caller errors
+raise ``ValueError``, backend failures StoreError.
 """
 
 from __future__ import annotations
@@ -20,14 +15,13 @@ from typing import Any
 from cassandra import ConsistencyLevel
 from cassandra.cluster import Cluster, Session
 
-from archivestore import cassandra_keys as keys
-from archivestore.cassandra_bridge import Bridge, ConnectOptions, build_cluster, translate
-from archivestore.cassandra_catalog import Catalog
-from archivestore.cassandra_cql import Prepared
-from archivestore.cassandra_layout import check_table, validate_plan_entry
-from archivestore.cassandra_maint import Maintenance
-from archivestore.cassandra_query import QuerySettings, Row, run_query, to_envelope
-from archivestore.cassandra_schema import (
+from archivestore.cassandra import lookups as keys
+from archivestore.cassandra.catalog import Catalog
+from archivestore.cassandra.driver import Bridge, ConnectOptions, build_cluster, translate
+from archivestore.cassandra.layout import check_table, validate_plan_entry
+from archivestore.cassandra.maintenance import Maintenance
+from archivestore.cassandra.query import QuerySettings, Row, run_query, to_envelope
+from archivestore.cassandra.schema import (
     LATEST_VERSION,
     MIGRATIONS_TABLE,
     TIME_TABLE,
@@ -38,7 +32,8 @@ from archivestore.cassandra_schema import (
     migrations_table_cql,
     pending_migrations,
 )
-from archivestore.cassandra_write import DEFAULT_WRITE_BATCH_BYTES, label_duplicates, plan_put
+from archivestore.cassandra.statements import Prepared
+from archivestore.cassandra.writes import DEFAULT_WRITE_BATCH_BYTES, label_duplicates, plan_put
 from archivestore.errors import SchemaError, StoreUnavailable
 from archivestore.ordering import HASH_LEN
 from archivestore.retention import RetentionPolicy

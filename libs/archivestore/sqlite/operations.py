@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from archivestore.sqlite_sql import BY_KEY_SQL, COLUMNS, VISIBLE, scan_sql, topics_sql
+from archivestore.sqlite.statements import BY_KEY_SQL, COLUMNS, VISIBLE, scan_sql, topics_sql
 from archivestore.types import Direction, StoredEnvelope
 from wakucodec.bloom import bloom_match, topic_to_bloom
 
@@ -32,7 +32,7 @@ __all__ = [
     "write_txn",
 ]
 
-#: (sent, hash, topic, expiry, raw, message_hash) — the order of sqlite_sql.COLUMNS.
+#: (sent, hash, topic, expiry, raw, message_hash) — the order of statements.COLUMNS.
 Row = tuple[int, bytes, bytes, int, bytes, bytes | None]
 #: (sent, hash, topic, expiry, expires_at, message_hash, raw) — the envelopes table's column order.
 InsertRow = tuple[int, bytes, bytes, int, int | None, bytes | None, bytes]
@@ -66,7 +66,7 @@ class QueryPlan:
 
 
 def to_envelope(row: Row) -> StoredEnvelope:
-    """Build the stored envelope from a row in :data:`~archivestore.sqlite_sql.COLUMNS` order."""
+    """Build the stored envelope from a row in :data:`~archivestore.sqlite.statements.COLUMNS` order."""
     return StoredEnvelope(row[0], row[1], row[2], row[3], row[4], row[5])
 
 
@@ -118,7 +118,7 @@ def insert_batch(conn: sqlite3.Connection, rows: Sequence[InsertRow]) -> list[bo
 
 
 def query(conn: sqlite3.Connection, plan: QueryPlan) -> list[Row]:
-    """Up to ``plan.fetch`` visible rows in order (see sqlite_sql for the plans)."""
+    """Up to ``plan.fetch`` visible rows in order (see sqlite.statements for the plans)."""
     with read_txn(conn):
         if plan.topics:
             return _merge_topics(conn, plan, plan.topics)

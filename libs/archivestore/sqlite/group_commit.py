@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from archivestore.sqlite_ops import InsertRow
+from archivestore.sqlite.operations import InsertRow
 
 __all__ = ["GroupCommit"]
 

@@ -1,6 +1,6 @@
 """Maintenance on the SQLite archive: stats, virtual buckets, expiry, the retention cleaner, the shard plan.
 
-Blocking functions on one connection, like :mod:`archivestore.sqlite_ops`; writes go through the writer
+Blocking functions on one connection, like :mod:`archivestore.sqlite.operations`; writes go through the writer
 thread, so a long maintenance statement delays ingest — hence the cleaner's small batches (status-go's
 cleaner deletes 1000 keys per batch, reference/wire-protocol.md §4.4).
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from archivestore.sqlite_ops import read_txn, write_txn
-from archivestore.sqlite_sql import VISIBLE
-from archivestore.types import BucketInfo, ShardPlanEntry, Stats
+from archivestore.sqlite.operations import read_txn, write_txn
+from archivestore.sqlite.statements import VISIBLE
+from archivestore.types import TIME_TABLE, TOPIC_TABLE, BucketInfo, ShardPlanEntry, Stats
 
 __all__ = [
     "DAY_S",
@@ -31,9 +31,6 @@ __all__ = [
     "stats",
 ]
 
-#: Virtual table names, as the Cassandra adapter and the Spark job call the partitioned tables.
-TIME_TABLE = "envelopes_by_time"
-TOPIC_TABLE = "envelopes_by_topic"
 DAY_S = 86_400
 
 _PRUNE_CATALOGUE = (

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from archivestore.errors import SchemaError
 from archivestore.retention import DAY_S, RetentionPolicy
+from archivestore.types import TIME_TABLE as TIME_TABLE  # re-exported: every table name in one place
+from archivestore.types import TOPIC_TABLE as TOPIC_TABLE
 
-TIME_TABLE = "envelopes_by_time"
-TOPIC_TABLE = "envelopes_by_topic"
 KEYS_TABLE = "envelope_keys"
 TOPICS_BY_DAY = "topics_by_day"
 BUCKETS_TABLE = "archive_buckets"
@@ -40,8 +40,6 @@ GC_GRACE_TTL_S = 3 * 3600
 #: Cassandra's maximum TTL (20 years); longer retention is written without TTL (reads still hide it by
 #: ``expires_at``; the Spark job removes it).
 MAX_TTL_S = 630_720_000
-#: ``expires_at`` of an envelope kept forever (bigint max): ``expires_at > now`` holds for every ``now``.
-FOREVER = 2**63 - 1
 #: TWCS rule of thumb (jeffjirsa/twcs README, reference/infra.md §3.2): fewer than ~50 windows over the TTL.
 MAX_TWCS_WINDOWS = 40
 #: Window used when retention is unbounded (TWCS still groups by age; nothing ever expires whole).

@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from cassandra.cluster import Session
 from cassandra.query import PreparedStatement
 
-from archivestore.cassandra_schema import (
+from archivestore.cassandra.schema import (
     BUCKETS_TABLE,
     ERASURES_TABLE,
     KEYS_TABLE,

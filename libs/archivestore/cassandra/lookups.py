@@ -1,8 +1,8 @@
 """Point reads through ``envelope_keys``: ``get``, ``contains`` and the DUPLICATE pre-read of ``put``.
 
 A key row (envelope hash or message hash → sent, topic, envelope hash) is written only after the envelope's
-data rows were acknowledged (``cassandra_write``), so a visible key row means a readable envelope. Keys are
-read ``IN`` chunks of ``KEYS_PER_READ``, the chunks concurrently.
+data rows were acknowledged (:mod:`~archivestore.cassandra.writes`), so a visible key row means a readable
+envelope. Keys are read ``IN`` chunks of ``KEYS_PER_READ``, the chunks concurrently.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from archivestore.cassandra_catalog import Catalog
-from archivestore.cassandra_layout import Erasures, visible
-from archivestore.cassandra_query import to_envelope
-from archivestore.cassandra_schema import TIME_TABLE
-from archivestore.cassandra_write import KIND_ENVELOPE, KIND_MESSAGE
+from archivestore.cassandra.catalog import Catalog
+from archivestore.cassandra.query import to_envelope
+from archivestore.cassandra.schema import TIME_TABLE
+from archivestore.cassandra.writes import KIND_ENVELOPE, KIND_MESSAGE
 from archivestore.errors import StoreCorrupt
 from archivestore.types import StoredEnvelope
+from archivestore.visibility import Erasures, visible
 from wakucodec.keccak import keccak256
 
 #: Keys per ``IN (...)`` read of envelope_keys (one request each; they run concurrently).

@@ -1,9 +1,7 @@
 """The SQLite archive adapter: one file, WAL, ``synchronous=FULL`` (docs/archive.md "SQLite").
 
-Module map: :mod:`~archivestore.sqlite_schema` (tables, migrations, pragmas, error translation),
-:mod:`~archivestore.sqlite_sql` (query text and the plans chosen), :mod:`~archivestore.sqlite_ops`
-(the blocking operations), :mod:`~archivestore.sqlite_bridge` (threads, connections, backpressure). This
-module validates arguments, applies retention and turns rows into the protocol's types.
+This module validates arguments, applies retention and turns rows into the protocol's types; the other
+modules of the backend are listed in :mod:`archivestore.sqlite`.
 
 Semantics shared with every adapter (and pinned by tests/integration/archive/contract.py):
 
@@ -28,14 +26,14 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Sequence
 
-from archivestore import sqlite_maint as maint
-from archivestore import sqlite_ops as ops
 from archivestore.errors import StoreCorrupt
 from archivestore.ordering import HASH_LEN, resume_key
 from archivestore.retention import RetentionPolicy
-from archivestore.sqlite_bridge import SqliteBridge
-from archivestore.sqlite_commit import DEFAULT_MAX_ROWS, GroupCommit
-from archivestore.sqlite_schema import migrate
+from archivestore.sqlite import maintenance as maint
+from archivestore.sqlite import operations as ops
+from archivestore.sqlite.connections import SqliteBridge
+from archivestore.sqlite.group_commit import DEFAULT_MAX_ROWS, GroupCommit
+from archivestore.sqlite.schema import migrate
 from archivestore.types import (
     BucketInfo,
     Direction,
@@ -83,7 +81,7 @@ class SqliteStore:
         cache_mib: the writer connection's page cache; at a million rows the random leaves of the hash
             indexes it keeps cached are the difference between reading pages back and not.
         group_commit_rows: concurrent ``put`` batches share one transaction up to this many rows
-            (:mod:`~archivestore.sqlite_commit`).
+            (:mod:`~archivestore.sqlite.group_commit`).
     """
 
     backend = "sqlite"

@@ -295,7 +295,7 @@ def _resolve(fut: asyncio.Future[None], exc: BaseException | None) -> None:
 
 def unlogged_batch(statements: Sequence[Statement]) -> Statement:
     """One statement, or an UNLOGGED batch of them: rows of one partition (envelope tables) or single-row
-    partitions that share their replica set (key rows; see ``cassandra_write.group_by_replicas``)."""
+    partitions that share their replica set (key rows; see ``writes.group_by_replicas``)."""
     if len(statements) == 1:
         return statements[0]
     batch = BatchStatement(batch_type=BatchType.UNLOGGED)

@@ -15,19 +15,12 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from archivestore.cassandra_catalog import Catalog
-from archivestore.cassandra_layout import (
-    GENERATION_STRIDE,
-    Erasure,
-    Erasures,
-    ShardPlan,
-    bucket_span,
-    check_table,
-    visible,
-)
-from archivestore.cassandra_query import FF, ZERO
-from archivestore.cassandra_schema import MAX_TTL_S, TIME_TABLE, TOPIC_TABLE
+from archivestore.cassandra.catalog import Catalog
+from archivestore.cassandra.layout import GENERATION_STRIDE, ShardPlan, bucket_span, check_table
+from archivestore.cassandra.query import FF, ZERO
+from archivestore.cassandra.schema import MAX_TTL_S, TIME_TABLE, TOPIC_TABLE
 from archivestore.types import BucketInfo, ExpireRequest, ExpireResult, Stats
+from archivestore.visibility import Erasure, Erasures, visible
 
 MIN_SENT = -(2**63)
 MAX_SENT = 2**63 - 1

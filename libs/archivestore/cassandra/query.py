@@ -28,12 +28,13 @@ from dataclasses import dataclass
 
 from cassandra.query import PreparedStatement
 
-from archivestore.cassandra_bridge import Bridge
-from archivestore.cassandra_catalog import Catalog
-from archivestore.cassandra_layout import Erasures, ShardPlan, day_of, visible
-from archivestore.cassandra_schema import TIME_TABLE, TOPIC_TABLE
+from archivestore.cassandra.catalog import Catalog
+from archivestore.cassandra.driver import Bridge
+from archivestore.cassandra.layout import ShardPlan, day_of
+from archivestore.cassandra.schema import TIME_TABLE, TOPIC_TABLE
 from archivestore.ordering import HASH_LEN, resume_key
 from archivestore.types import Direction, Query, StoredEnvelope
+from archivestore.visibility import Erasures, visible
 from wakucodec.bloom import bloom_match, is_full_bloom, topic_to_bloom
 
 MIN_PAGE = 32
@@ -85,7 +86,7 @@ class Bounds:
 @dataclass(frozen=True)
 class Partition:
     """One partition slice to read: statement, partition key values, the topic when rows omit it, and
-    whether the statement selects the lean columns (``cassandra_cql.TIME_LEAN``/``TOPIC_LEAN``)."""
+    whether the statement selects the lean columns (``statements.TIME_LEAN``/``TOPIC_LEAN``)."""
 
     stmt: PreparedStatement
     key: tuple[object, ...]

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 from cassandra.query import UNSET_VALUE
 
-from archivestore.cassandra_bridge import Bridge
-from archivestore.cassandra_cql import Prepared
-from archivestore.cassandra_layout import DAY_S, Erasure, Erasures, ShardPlan, check_table
+from archivestore.cassandra.driver import Bridge
+from archivestore.cassandra.layout import DAY_S, ShardPlan, check_table
+from archivestore.cassandra.statements import Prepared
 from archivestore.types import ShardPlanEntry
+from archivestore.visibility import Erasure, Erasures
 
 #: A range of at most this many days is probed day by day; longer ranges first read the days catalogue.
 DIRECT_DAYS = 8
