@@ -6,7 +6,7 @@ Both roles: the mailserver/relay node (:class:`WakuNode`, handed to ``devp2p.Ser
     constants    message codes, defaults                 options      Status / Status Update encodings
     config       NodeConfig, RateLimiterConfig, …        errors       WakuError tree (0x10 disconnects)
     ports        EnvelopeSink, HistoryBackend, Clock     metrics      waku_* / mailserver_* counters
-    validation   §1.5 checks on receipt                  cache        seen/expiry cache, known-sets
+    cache        seen/expiry cache, known-sets
     peerstate    per-session state, PeerInfo             relay        acceptance and 300 ms forwarding
     protocol     the SubProtocol: handshake, dispatch    mailserver   0x7e → 0x7f / 0x7d
     ratelimit    token buckets, request limiter          confirmations  codes 11 / 12
@@ -50,7 +50,6 @@ from wakunode.ports import (
     SystemClock,
 )
 from wakunode.publish import PublishResult, PublishStatus
-from wakunode.validation import Fault
 
 __all__ = [
     "CAPABILITIES",
@@ -58,7 +57,6 @@ __all__ = [
     "BadStatus",
     "Clock",
     "EnvelopeSink",
-    "Fault",
     "Flavor",
     "Histogram",
     "HistoryBackend",

@@ -19,9 +19,9 @@ from services.edge_peer.servicer import subscription_filter, to_publish_result, 
 from wakucodec.bloom import FULL_BLOOM
 from wakucodec.envelope import make_envelope
 from wakucodec.historyrequest import Dialect, HistoryRequest
+from wakucodec.validation import EnvelopeFault
 from wakunode.ports import HistoryBatch, HistoryComplete, HistoryFailure, HistoryItem, HistoryQuery
 from wakunode.publish import PublishResult, PublishStatus
-from wakunode.validation import Fault
 
 TOPIC = b"\x01\x02\x03\x04"
 
@@ -175,7 +175,9 @@ def test_publish_results() -> None:
         common_pb2.ENVELOPE_FAULT_UNSPECIFIED,
         "",
     )
-    low = to_publish_result(PublishResult(h, PublishStatus.REJECTED, fault=Fault.LOW_POW, error="x" * 400))
+    low = to_publish_result(
+        PublishResult(h, PublishStatus.REJECTED, fault=EnvelopeFault.LOW_POW, error="x" * 400)
+    )
     assert low.fault == common_pb2.ENVELOPE_FAULT_LOW_POW and len(low.error) == 256
     bad = to_publish_result(PublishResult(b"", PublishStatus.REJECTED, error="malformed envelope"))
     assert bad.fault == common_pb2.ENVELOPE_FAULT_MALFORMED
