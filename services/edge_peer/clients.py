@@ -109,18 +109,19 @@ class IngestClient:
 
 
 def to_history_request(query: HistoryQuery) -> history_pb2.HistoryQueryRequest:
-    """The HistoryQueryRequest for a decoded 0x7e (already normalized by wakunode).
+    """The HistoryQueryRequest for a decoded 0x7e, carrying the request exactly as the peer sent it.
 
-    ``upper`` is the bound the requester *sent* when wakunode knows it (0 stays 0): history-query binds its
-    cursors to the requested query, and "now + 60" moves every second, so forwarding the computed bound would
-    make every second page of an ``upper = 0`` walk fail as a foreign cursor.
+    ``upper = 0`` and ``limit = 0`` are the peer's own "use the default" and travel as such (history.proto
+    gives 0 the same meaning); history-query applies the defaults, caps the limit and lets topics override
+    the bloom — the one place that does (WAKU-MAILSERVER request semantics, status-go
+    ``MessagesRequestPayload.SetDefaults``). Its cursors bind the request as sent, which is why "now + 60"
+    must not be resolved here: it moves every second, and the next page's cursor would look foreign.
     """
     request = query.request
-    upper = request.upper if query.requested_upper is None else query.requested_upper
     return history_pb2.HistoryQueryRequest(
         lower=request.lower,
-        upper=upper,
-        bloom=b"" if request.topics else (request.bloom or b""),
+        upper=request.upper,
+        bloom=request.bloom or b"",
         topics=list(request.topics),
         limit=request.limit,
         cursor=request.cursor,

@@ -35,7 +35,6 @@ def _query(**kw: object) -> HistoryQuery:
         requester_id=b"p" * 32,
         max_batch_bytes=5000,
         max_batch_envelopes=0,
-        requested_upper=kw.pop("requested_upper", None),  # type: ignore[arg-type]
     )
 
 
@@ -160,9 +159,13 @@ def test_history_request_translation() -> None:
     assert by_bloom.bloom == FULL_BLOOM and not by_bloom.topics
 
 
-def test_a_requested_upper_of_zero_is_forwarded_as_zero() -> None:
-    # history-query binds cursors to the requested query; "now + 60" would differ on the next page.
-    assert to_history_request(_query(requested_upper=0)).upper == 0
+def test_the_request_is_forwarded_as_the_peer_sent_it() -> None:
+    # history-query binds cursors to the requested query ("now + 60" would differ on the next page) and is the
+    # one place that applies defaults: upper 0, limit 0, a limit above 1000 and a bloom beside topics pass.
+    as_sent = HistoryRequest(10, 0, FULL_BLOOM, (TOPIC,), 0, b"")
+    msg = to_history_request(_query(request=as_sent))
+    assert (msg.lower, msg.upper, msg.limit, msg.bloom, list(msg.topics)) == (10, 0, 0, FULL_BLOOM, [TOPIC])
+    assert to_history_request(_query(request=HistoryRequest(10, 20, None, (TOPIC,), 5000))).limit == 5000
     assert to_history_request(_query()).upper == 20
 
 
