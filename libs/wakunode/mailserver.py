@@ -64,7 +64,14 @@ from wakunode.config import NodeConfig
 from wakunode.constants import P2P_MESSAGE_CODE, P2P_REQUEST_COMPLETE_CODE
 from wakunode.metrics import MailserverMetrics
 from wakunode.peerstate import WakuPeer
-from wakunode.ports import Clock, HistoryBackend, HistoryBatch, HistoryComplete, HistoryFailure, HistoryQuery
+from wakunode.ports import (
+    Clock,
+    HistoryBackend,
+    HistoryBatch,
+    HistoryComplete,
+    HistoryFailure,
+    MailserverQuery,
+)
 from wakunode.ratelimit import RequestRateLimiter
 
 __all__ = ["PEER_GONE", "RATE_LIMIT_EXCEEDED", "Mailserver"]
@@ -211,10 +218,10 @@ class Mailserver:
                 metrics.delivery_failures_total[failure] += 1
         metrics.delivery_duration_seconds.observe(max(0.0, self.clock.monotonic() - received))
 
-    def _query(self, session: WakuPeer, decoded: DecodedRequest) -> tuple[HistoryQuery, MessageForm]:
+    def _query(self, session: WakuPeer, decoded: DecodedRequest) -> tuple[MailserverQuery, MessageForm]:
         form = message_form_for(decoded.dialect, shh=session.flavor.is_shh)
         single = form is MessageForm.SINGLE or not decoded.request.batch
-        query = HistoryQuery(
+        query = MailserverQuery(
             request=decoded.request,
             dialect=decoded.dialect,
             request_id=decoded.request_id,

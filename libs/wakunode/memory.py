@@ -22,7 +22,7 @@ from wakucodec.bloom import bloom_match
 from wakucodec.envelope import Envelope
 from wakucodec.historyrequest import CURSOR_LENGTH, HistoryRequest
 from wakucodec.responses import ZERO_HASH
-from wakunode.ports import HistoryBatch, HistoryComplete, HistoryFailure, HistoryItem, HistoryQuery
+from wakunode.ports import HistoryBatch, HistoryComplete, HistoryFailure, HistoryItem, MailserverQuery
 
 __all__ = ["FailingHistory", "MemoryHistory", "MemorySink", "SinkCall"]
 
@@ -35,7 +35,7 @@ class MemoryHistory:
         self._keys: list[tuple[int, bytes]] = []
         self._entries: list[Envelope] = []
         #: Every query received, in order (for assertions).
-        self.queries: list[HistoryQuery] = []
+        self.queries: list[MailserverQuery] = []
         self.add(envelopes)
 
     def __len__(self) -> int:
@@ -59,7 +59,7 @@ class MemoryHistory:
             return env.topic in request.topics
         return bloom_match(request.bloom, env.bloom)
 
-    def select(self, query: HistoryQuery) -> tuple[list[Envelope], bool]:
+    def select(self, query: MailserverQuery) -> tuple[list[Envelope], bool]:
         """The page for ``query`` and whether more matching envelopes remain after it."""
         request = query.request.normalize(int(self._clock()))
         if request.cursor and len(request.cursor) == CURSOR_LENGTH:
@@ -80,7 +80,7 @@ class MemoryHistory:
             page.append(env)
         return page, False
 
-    async def query(self, query: HistoryQuery) -> AsyncIterator[HistoryItem]:
+    async def query(self, query: MailserverQuery) -> AsyncIterator[HistoryItem]:
         """Yield batches within the query's budgets, then the completion."""
         self.queries.append(query)
         page, more = self.select(query)
@@ -110,7 +110,7 @@ class FailingHistory(MemoryHistory):
         super().__init__()
         self.message = message
 
-    async def query(self, query: HistoryQuery) -> AsyncIterator[HistoryItem]:
+    async def query(self, query: MailserverQuery) -> AsyncIterator[HistoryItem]:
         """Yield one :class:`HistoryFailure`."""
         self.queries.append(query)
         yield HistoryFailure(self.message)

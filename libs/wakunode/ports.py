@@ -34,7 +34,7 @@ __all__ = [
     "HistoryComplete",
     "HistoryFailure",
     "HistoryItem",
-    "HistoryQuery",
+    "MailserverQuery",
     "P2PListener",
     "PeerDirectory",
     "SystemClock",
@@ -98,7 +98,7 @@ class EnvelopeSink(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class HistoryQuery:
+class MailserverQuery:
     """A decoded, validated 0x7e request, with what the backend needs to shape its answer."""
 
     request: HistoryRequest
@@ -154,7 +154,7 @@ HistoryItem: TypeAlias = HistoryBatch | HistoryComplete | HistoryFailure
 class HistoryBackend(Protocol):
     """Answers history requests (the edge peer: history-query's ``Query`` stream)."""
 
-    def query(self, query: HistoryQuery) -> AsyncIterator[HistoryItem]:
+    def query(self, query: MailserverQuery) -> AsyncIterator[HistoryItem]:
         """Yield :class:`HistoryBatch` items, then one :class:`HistoryComplete` or :class:`HistoryFailure`.
 
         Raising instead of yielding a failure is treated as ``HistoryFailure("failed to process request")``

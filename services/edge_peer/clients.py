@@ -1,5 +1,5 @@
 """Ingest and history-query as the edge peer sees them (implement ``forwarder.IngestPort`` and
-``history.HistoryPort``).
+``history.HistoryQueryPort``).
 
 - :class:`IngestClient` opens ``IngestService.Ingest`` (bidi) with no deadline: the stream lives as long as
   the process; the forwarder reconnects when it ends. Failures come back as :mod:`meshcore.errors`.
@@ -24,7 +24,7 @@ from meshcore.errors import Internal
 from services.edge_peer.forwarder import IngestAck, OutgoingBatch
 from wakucodec.errors import InvalidResponse
 from wakucodec.responses import split_sized
-from wakunode.ports import HistoryBatch, HistoryComplete, HistoryQuery
+from wakunode.ports import HistoryBatch, HistoryComplete, MailserverQuery
 
 __all__ = ["HISTORY_SERVICE", "INGEST_SERVICE", "HistoryClient", "IngestClient", "to_history_request"]
 
@@ -108,7 +108,7 @@ class IngestClient:
         await self._channel.close()
 
 
-def to_history_request(query: HistoryQuery) -> history_pb2.HistoryQueryRequest:
+def to_history_request(query: MailserverQuery) -> history_pb2.HistoryQueryRequest:
     """The HistoryQueryRequest for a decoded 0x7e, carrying the request exactly as the peer sent it.
 
     ``upper = 0`` and ``limit = 0`` are the peer's own "use the default" and travel as such (history.proto
@@ -162,8 +162,8 @@ class HistoryClient:
         )
         return cls(channel, timeout_s=timeout_s)
 
-    async def query(self, query: HistoryQuery) -> AsyncIterator[HistoryBatch | HistoryComplete]:
-        """Batches, then the completion (history.HistoryPort)."""
+    async def query(self, query: MailserverQuery) -> AsyncIterator[HistoryBatch | HistoryComplete]:
+        """Batches, then the completion (history.HistoryQueryPort)."""
         call = self._stub.Query(to_history_request(query), timeout=remaining_timeout(self._timeout_s))
         try:
             async for response in call:

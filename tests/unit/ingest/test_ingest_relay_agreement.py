@@ -17,9 +17,9 @@ from wakucodec.envelope import Envelope, make_envelope
 from wakucodec.pow import calculate_pow
 from wakunode.config import NodeConfig
 from wakunode.metrics import WakuMetrics
+from wakunode.policy import build_policy
 from wakunode.ports import SystemClock
 from wakunode.relay import Relay
-from wakunode.settings import build_policy
 
 NOW = 1_700_000_000
 

@@ -24,9 +24,9 @@ from wakunode.config import MailserverConfig, NodeConfig
 from wakunode.mailserver import PEER_GONE, RATE_LIMIT_EXCEEDED
 from wakunode.memory import FailingHistory, MemoryHistory
 from wakunode.node import WakuNode
-from wakunode.options import StatusOptions
-from wakunode.ports import HistoryBackend, HistoryComplete, HistoryFailure, HistoryItem, HistoryQuery
+from wakunode.ports import HistoryBackend, HistoryComplete, HistoryFailure, HistoryItem, MailserverQuery
 from wakunode.protocol import encode_status
+from wakunode.status_options import StatusOptions
 
 KEY = key_from_password("status-offline-inbox")
 SIGNER = secp.generate_private_key()
@@ -230,7 +230,7 @@ async def test_backend_failure_becomes_error() -> None:
 
 
 class RaisingHistory(MemoryHistory):
-    async def query(self, query: HistoryQuery) -> AsyncIterator[HistoryItem]:
+    async def query(self, query: MailserverQuery) -> AsyncIterator[HistoryItem]:
         if query.request_id:
             raise RuntimeError("boom")
         yield HistoryFailure("unreachable")
@@ -275,7 +275,7 @@ class GatedHistory(MemoryHistory):
         self.closed = 0
         self.before_complete: Callable[[], None] | None = None
 
-    async def query(self, query: HistoryQuery) -> AsyncIterator[HistoryItem]:
+    async def query(self, query: MailserverQuery) -> AsyncIterator[HistoryItem]:
         try:
             async for item in super().query(query):
                 if isinstance(item, HistoryComplete) and self.before_complete is not None:
