@@ -1,5 +1,5 @@
 """Ingest and history-query as the edge peer sees them (implement ``forwarder.IngestPort`` and
-``history.HistoryQueryPort``).
+``mailserver_bridge.HistoryQueryPort``).
 
 - :class:`IngestClient` opens ``IngestService.Ingest`` (bidi) with no deadline: the stream lives as long as
   the process; the forwarder reconnects when it ends. Failures come back as :mod:`meshcore.errors`.
@@ -163,7 +163,7 @@ class HistoryClient:
         return cls(channel, timeout_s=timeout_s)
 
     async def query(self, query: MailserverQuery) -> AsyncIterator[HistoryBatch | HistoryComplete]:
-        """Batches, then the completion (history.HistoryQueryPort)."""
+        """Batches, then the completion (mailserver_bridge.HistoryQueryPort)."""
         call = self._stub.Query(to_history_request(query), timeout=remaining_timeout(self._timeout_s))
         try:
             async for response in call:
