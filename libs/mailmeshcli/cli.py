@@ -33,7 +33,7 @@ from devp2p.config import ServerConfig
 from devp2p.enode import parse_enode
 from devp2p.errors import DevP2PError
 from mailmeshcli.compose import Encryption, compose_many, packets
-from mailmeshcli.history import DIALECTS, HistoryOptions, HistoryRun, build_request, envelope_record, fetch
+from mailmeshcli.fetch import DIALECTS, HistoryOptions, HistoryRun, build_request, envelope_record, fetch
 from wakucodec import secp
 from wakucodec.bloom import topic_from_hex, topic_to_hex
 from wakucodec.constants import BLOOM_SIZE, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_TTL

@@ -9,6 +9,7 @@ Modules (one concept each):
 - ``envelope``        — the ``[Expiry, TTL, Topic, Data, Nonce]`` envelope, its hash and size.
 - ``pow``             — proof of work and sealing.
 - ``bloom``           — topic → bloom (Go assignment rule) and bloom matching.
+- ``validation``      — envelope validation on receipt (status-go's order), shared by relay and ingest.
 - ``secp``            — secp256k1 keys, recoverable signatures, raw-X ECDH.
 - ``ecies``           — geth's ECIES (AES-128-CTR + HMAC-SHA256), shared with RLPx.
 - ``symmetric``       — AES-256-GCM and password-derived keys (PBKDF2, 65356 iterations).

@@ -18,7 +18,15 @@ caller needs (docs/codec-apis.md).
 Once the request ID is known every failure is a :class:`RejectedRequest` carrying it, with status-go's
 text (``"PoW too low"``, ``"failed to decrypt p2p request"``, ``"check message signature failed: …"``,
 ``"failed to decode data: …"``, ``"request is invalid: …"``) so the server can answer with a 0x7d
-``ERROR=``. The returned request is already :meth:`~wakucodec.historyrequest.HistoryRequest.normalize`-d.
+``ERROR=``.
+
+**As sent, checked, not normalised.** The returned request is the one the peer sent: ``upper = 0`` and
+``limit = 0`` stay 0 (they *are* the wire's explicit "use the default" markers), a limit above 1000 is kept,
+and a bloom sent beside topics is kept. Applying the defaults is the query side's job (history-query,
+:meth:`~wakucodec.historyrequest.HistoryRequest.normalize`), done once. The decoder still *checks* the request
+against status-go's ``Validate`` (which needs the defaulted ``upper`` to compare with ``lower``): status-go's
+``mailServer.DeliverMail`` refuses an invalid request ("request is invalid: …") before it consults the
+per-peer rate limit, so the edge must know at decode time.
 """
 
 from __future__ import annotations
@@ -100,9 +108,9 @@ class RejectedRequest(InvalidRequest):
 
 @dataclass(frozen=True, slots=True)
 class DecodedRequest:
-    """A 0x7e request, decoded and normalized."""
+    """A 0x7e request, decoded and checked."""
 
-    #: The query to run (defaults applied, limit capped, topics overriding bloom).
+    #: The request as the peer sent it (``upper``/``limit`` 0 = the default; not normalised, see above).
     request: HistoryRequest
     #: The dialect it arrived in; the answer uses the matching response forms.
     dialect: Dialect
@@ -133,7 +141,7 @@ def decode_p2p_request(
     now: int,
     max_size: int = MAX_MESSAGE_SIZE,
 ) -> DecodedRequest:
-    """Decode and normalize a 0x7e payload in any dialect (order and errors in the module docstring).
+    """Decode and check a 0x7e payload in any dialect (order and errors in the module docstring).
 
     ``symmetric_keys`` are tried in order, then ``private_key``. A symmetric key that is not 32 bytes or an
     invalid private key raises :class:`~wakucodec.errors.InvalidKey` up front, whatever the input: it is a
@@ -155,9 +163,8 @@ def decode_p2p_request(
         except InvalidRequest as plain_error:
             raise InvalidRequest("invalid p2p request message") from plain_error
         request_id = bytes_to_hash(raw_id)
-        return DecodedRequest(
-            _normalize(req, now, request_id, Dialect.STATUS_PLAIN), Dialect.STATUS_PLAIN, request_id
-        )
+        _check(req, now, request_id, Dialect.STATUS_PLAIN)
+        return DecodedRequest(req, Dialect.STATUS_PLAIN, request_id)
     return _decode_enveloped(env, symmetric_keys, private_key, min_pow, now)
 
 
@@ -180,7 +187,8 @@ def _decode_enveloped(
             request_id=request_id,
             dialect=dialect,
         )
-    return DecodedRequest(_normalize(req, now, request_id, dialect), dialect, request_id, message.signer)
+    _check(req, now, request_id, dialect)
+    return DecodedRequest(req, dialect, request_id, message.signer)
 
 
 def _open(
@@ -203,9 +211,10 @@ def _open(
     return None
 
 
-def _normalize(req: HistoryRequest, now: int, request_id: bytes, dialect: Dialect) -> HistoryRequest:
+def _check(req: HistoryRequest, now: int, request_id: bytes, dialect: Dialect) -> None:
+    """Refuse what the query side would refuse, with status-go's text; the normalised form is not kept."""
     try:
-        return req.normalize(now)
+        req.normalize(now)
     except InvalidRequest as err:
         raise RejectedRequest(
             VALIDATION_ERROR_PREFIX + err.message, request_id=request_id, dialect=dialect

@@ -3,15 +3,15 @@
 Both roles: the mailserver/relay node (:class:`WakuNode`, handed to ``devp2p.Server`` through
 :attr:`WakuNode.protocols`) and the requesting client (:class:`WakuClient`). Modules, one concept each::
 
-    constants    message codes, defaults                 options      Status / Status Update encodings
+    constants    message codes, defaults                 status_options  Status / Status Update encodings
     config       NodeConfig, RateLimiterConfig, …        errors       WakuError tree (0x10 disconnects)
     ports        EnvelopeSink, HistoryBackend, Clock     metrics      waku_* / mailserver_* counters
-    validation   §1.5 checks on receipt                  cache        seen/expiry cache, known-sets
+    cache        seen/expiry cache, known-sets
     peerstate    per-session state, PeerInfo             relay        acceptance and 300 ms forwarding
     protocol     the SubProtocol: handshake, dispatch    mailserver   0x7e → 0x7f / 0x7d
     ratelimit    token buckets, request limiter          confirmations  codes 11 / 12
     node         WakuNode                                client       WakuClient
-    publish      local publishing and its results        settings     our policy, announcing changes
+    publish      local publishing and its results        policy       acceptance policy, its announcements
     memory       in-memory HistoryBackend and sink (tests, benchmarks)
 
 Imports asyncio, the standard library, :mod:`devp2p` and :mod:`wakucodec` only — never gRPC, generated
@@ -34,7 +34,6 @@ from wakunode.errors import (
 )
 from wakunode.metrics import Histogram, MailserverMetrics, WakuMetrics
 from wakunode.node import WakuNode
-from wakunode.options import RateLimits, StatusOptions
 from wakunode.peerstate import Flavor, PeerInfo
 from wakunode.ports import (
     Clock,
@@ -44,13 +43,13 @@ from wakunode.ports import (
     HistoryComplete,
     HistoryFailure,
     HistoryItem,
-    HistoryQuery,
+    MailserverQuery,
     P2PListener,
     PeerDirectory,
     SystemClock,
 )
 from wakunode.publish import PublishResult, PublishStatus
-from wakunode.validation import Fault
+from wakunode.status_options import RateLimits, StatusOptions
 
 __all__ = [
     "CAPABILITIES",
@@ -58,7 +57,6 @@ __all__ = [
     "BadStatus",
     "Clock",
     "EnvelopeSink",
-    "Fault",
     "Flavor",
     "Histogram",
     "HistoryBackend",
@@ -67,10 +65,10 @@ __all__ = [
     "HistoryFailure",
     "HistoryItem",
     "HistoryPage",
-    "HistoryQuery",
     "HistoryWalk",
     "MailserverConfig",
     "MailserverMetrics",
+    "MailserverQuery",
     "NodeConfig",
     "NotConnected",
     "OversizedPacket",

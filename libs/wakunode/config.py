@@ -20,7 +20,7 @@ from wakunode.constants import (
     STATUS_MIN_POW,
     TRANSMISSION_CYCLE_S,
 )
-from wakunode.options import RateLimits, StatusOptions
+from wakunode.status_options import RateLimits, StatusOptions
 
 __all__ = ["CAPABILITIES", "MailserverConfig", "NodeConfig", "RateLimiterConfig"]
 

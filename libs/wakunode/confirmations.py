@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from wakucodec import rlp
 from wakucodec.errors import CodecError, MalformedRLP
 from wakucodec.keccak import keccak256
+from wakucodec.validation import Verdict
 from wakunode.constants import ENVELOPE_OTHER_ERROR, ENVELOPE_TIME_NOT_SYNCED, MESSAGE_RESPONSE_VERSION
-from wakunode.validation import Verdict
 
 __all__ = [
     "EnvelopeError",

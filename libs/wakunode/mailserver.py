@@ -3,8 +3,10 @@
 Per request, in status-go's order (SG ``waku/mailserver.go`` ``DeliverMail``):
 
 1. decode with :func:`wakucodec.requests.decode_p2p_request` (envelope first, then plain; our symmetric
-   keys, then the private key; the request-PoW minimum). Undecodable without an ID → counted
-   (``validation``), nothing sent; refused with an ID → 0x7d ``ERROR=`` with status-go's text;
+   keys, then the private key; the request-PoW minimum; status-go's ``Validate``). Undecodable without an
+   ID → counted (``validation``), nothing sent; refused with an ID → 0x7d ``ERROR=`` with status-go's text.
+   The request goes to the backend *as the peer sent it*: the backend applies the defaults (``upper 0``,
+   ``limit 0``), nothing here computes or guesses them;
 2. the per-peer rate limit, checked against the time the request was *received* (as status-go does), not the
    time the worker gets to it → 0x7d ``ERROR=…rate limit exceeded`` (``peer_req_limit``);
 3. stream the backend's batches as 0x7f packets in the request's message form — a list for waku, single
@@ -45,9 +47,8 @@ import time
 from collections import Counter
 
 from devp2p.errors import PeerDisconnected
-from wakucodec.constants import UINT32_MAX
 from wakucodec.errors import CodecError, InvalidResponse
-from wakucodec.requests import UPPER_SAFE_THRESHOLD, DecodedRequest, RejectedRequest, decode_p2p_request
+from wakucodec.requests import DecodedRequest, RejectedRequest, decode_p2p_request
 from wakucodec.responses import (
     CompletionForm,
     MessageForm,
@@ -63,7 +64,14 @@ from wakunode.config import NodeConfig
 from wakunode.constants import P2P_MESSAGE_CODE, P2P_REQUEST_COMPLETE_CODE
 from wakunode.metrics import MailserverMetrics
 from wakunode.peerstate import WakuPeer
-from wakunode.ports import Clock, HistoryBackend, HistoryBatch, HistoryComplete, HistoryFailure, HistoryQuery
+from wakunode.ports import (
+    Clock,
+    HistoryBackend,
+    HistoryBatch,
+    HistoryComplete,
+    HistoryFailure,
+    MailserverQuery,
+)
 from wakunode.ratelimit import RequestRateLimiter
 
 __all__ = ["PEER_GONE", "RATE_LIMIT_EXCEEDED", "Mailserver"]
@@ -188,7 +196,7 @@ class Mailserver:
         try:
             try:
                 async with asyncio.timeout(self.settings.request_timeout):
-                    outcome, failure = await self._stream(session, decoded, now)
+                    outcome, failure = await self._stream(session, decoded)
             except TimeoutError:
                 failure, outcome = "process", HistoryFailure("failed to process request: timeout")
             completion, failure = self._completion(decoded, outcome, form, failure)
@@ -210,13 +218,10 @@ class Mailserver:
                 metrics.delivery_failures_total[failure] += 1
         metrics.delivery_duration_seconds.observe(max(0.0, self.clock.monotonic() - received))
 
-    def _query(
-        self, session: WakuPeer, decoded: DecodedRequest, now: int
-    ) -> tuple[HistoryQuery, MessageForm]:
+    def _query(self, session: WakuPeer, decoded: DecodedRequest) -> tuple[MailserverQuery, MessageForm]:
         form = message_form_for(decoded.dialect, shh=session.flavor.is_shh)
         single = form is MessageForm.SINGLE or not decoded.request.batch
-        defaulted = decoded.request.upper == min(now + UPPER_SAFE_THRESHOLD, UINT32_MAX)
-        query = HistoryQuery(
+        query = MailserverQuery(
             request=decoded.request,
             dialect=decoded.dialect,
             request_id=decoded.request_id,
@@ -224,15 +229,14 @@ class Mailserver:
             max_batch_bytes=self.config.max_message_size - _LIST_HEADER_ROOM,
             max_batch_envelopes=1 if single else 0,
             signer=decoded.signer,
-            requested_upper=0 if defaulted else None,
         )
         return query, form
 
     async def _stream(
-        self, session: WakuPeer, decoded: DecodedRequest, now: int
+        self, session: WakuPeer, decoded: DecodedRequest
     ) -> tuple[HistoryComplete | HistoryFailure, str | None]:
         """Send every batch as 0x7f packets; return the backend's final item and the failure type, if any."""
-        query, form = self._query(session, decoded, now)
+        query, form = self._query(session, decoded)
         metrics, max_size = self.metrics, self.config.max_message_size
         started = time.monotonic()
         final: HistoryComplete | HistoryFailure | None = None

@@ -1,10 +1,11 @@
 """In-memory implementations of the ports, for tests, benchmarks and the CLI's local mode.
 
 - :class:`MemoryHistory` — a :class:`~wakunode.ports.HistoryBackend` with status-go LevelDB semantics
-  (§4.3, §4.4): entries ordered by ``(sent, hash)`` ascending, range ``lower ≤ sent ≤ upper``, topics override
-  the bloom, the cursor is ``sent(4, BE) ‖ hash(32)`` of the last delivered envelope and the next page starts
-  after it. Like history-query (and unlike status-go) a cursor is returned only when a matching envelope
-  remains after the page.
+  (§4.3, §4.4): the request's defaults applied as history-query applies them (``HistoryRequest.normalize``
+  at its clock's time), entries ordered by ``(sent, hash)`` ascending, range ``lower ≤ sent ≤ upper``,
+  topics override the bloom, the cursor is ``sent(4, BE) ‖ hash(32)`` of the last delivered envelope and
+  the next page starts after it. Like history-query (and unlike status-go) a cursor is returned only
+  when a matching envelope remains after the page.
 - :class:`MemorySink` — an :class:`~wakunode.ports.EnvelopeSink` that records every call and lets a test wait
   for a number of envelopes.
 """
@@ -13,14 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-from collections.abc import AsyncIterator, Iterable, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from wakucodec.bloom import bloom_match
 from wakucodec.envelope import Envelope
-from wakucodec.historyrequest import CURSOR_LENGTH
+from wakucodec.historyrequest import CURSOR_LENGTH, HistoryRequest
 from wakucodec.responses import ZERO_HASH
-from wakunode.ports import HistoryBatch, HistoryComplete, HistoryFailure, HistoryItem, HistoryQuery
+from wakunode.ports import HistoryBatch, HistoryComplete, HistoryFailure, HistoryItem, MailserverQuery
 
 __all__ = ["FailingHistory", "MemoryHistory", "MemorySink", "SinkCall"]
 
@@ -28,11 +30,12 @@ __all__ = ["FailingHistory", "MemoryHistory", "MemorySink", "SinkCall"]
 class MemoryHistory:
     """An archive in a sorted list; :meth:`query` implements the HistoryBackend port."""
 
-    def __init__(self, envelopes: Iterable[Envelope] = ()) -> None:
+    def __init__(self, envelopes: Iterable[Envelope] = (), *, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
         self._keys: list[tuple[int, bytes]] = []
         self._entries: list[Envelope] = []
         #: Every query received, in order (for assertions).
-        self.queries: list[HistoryQuery] = []
+        self.queries: list[MailserverQuery] = []
         self.add(envelopes)
 
     def __len__(self) -> int:
@@ -51,15 +54,14 @@ class MemoryHistory:
             added += 1
         return added
 
-    def _matches(self, env: Envelope, query: HistoryQuery) -> bool:
-        request = query.request
+    def _matches(self, env: Envelope, request: HistoryRequest) -> bool:
         if request.topics:
             return env.topic in request.topics
         return bloom_match(request.bloom, env.bloom)
 
-    def select(self, query: HistoryQuery) -> tuple[list[Envelope], bool]:
+    def select(self, query: MailserverQuery) -> tuple[list[Envelope], bool]:
         """The page for ``query`` and whether more matching envelopes remain after it."""
-        request = query.request
+        request = query.request.normalize(int(self._clock()))
         if request.cursor and len(request.cursor) == CURSOR_LENGTH:
             after = (int.from_bytes(request.cursor[:4], "big"), request.cursor[4:])
             start = bisect.bisect_right(self._keys, after)
@@ -71,14 +73,14 @@ class MemoryHistory:
             if sent > request.upper:
                 break
             env = self._entries[index]
-            if sent < request.lower or not self._matches(env, query):
+            if sent < request.lower or not self._matches(env, request):
                 continue
             if len(page) == request.limit:
                 return page, True
             page.append(env)
         return page, False
 
-    async def query(self, query: HistoryQuery) -> AsyncIterator[HistoryItem]:
+    async def query(self, query: MailserverQuery) -> AsyncIterator[HistoryItem]:
         """Yield batches within the query's budgets, then the completion."""
         self.queries.append(query)
         page, more = self.select(query)
@@ -108,7 +110,7 @@ class FailingHistory(MemoryHistory):
         super().__init__()
         self.message = message
 
-    async def query(self, query: HistoryQuery) -> AsyncIterator[HistoryItem]:
+    async def query(self, query: MailserverQuery) -> AsyncIterator[HistoryItem]:
         """Yield one :class:`HistoryFailure`."""
         self.queries.append(query)
         yield HistoryFailure(self.message)

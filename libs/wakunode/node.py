@@ -31,14 +31,14 @@ from wakunode.confirmations import MessageResponse, batch_hash
 from wakunode.errors import BadStatus, NotConnected, OversizedPacket, RateLimitExceeded
 from wakunode.mailserver import Mailserver
 from wakunode.metrics import MailserverMetrics, WakuMetrics
-from wakunode.options import StatusOptions
 from wakunode.peerstate import Flavor, PeerInfo, WakuPeer
+from wakunode.policy import announce, build_policy
 from wakunode.ports import Clock, EnvelopeSink, HistoryBackend, P2PListener, PeerDirectory, SystemClock
 from wakunode.protocol import WakuSubProtocol
 from wakunode.publish import PublishResult, publish
 from wakunode.ratelimit import PacketRateLimiter
 from wakunode.relay import Relay
-from wakunode.settings import announce, build_policy
+from wakunode.status_options import StatusOptions
 
 __all__ = ["WakuNode"]
 

@@ -16,7 +16,7 @@ from devp2p.abc import PeerAPI, SubProtocol
 from wakucodec.bloom import is_full_bloom
 from wakunode.cache import CachedEnvelope
 from wakunode.constants import SHH_VERSION, WAKU_V0, WAKU_V1
-from wakunode.options import StatusOptions
+from wakunode.status_options import StatusOptions
 
 __all__ = ["Flavor", "PeerInfo", "WakuPeer"]
 

@@ -34,7 +34,7 @@ __all__ = [
     "HistoryComplete",
     "HistoryFailure",
     "HistoryItem",
-    "HistoryQuery",
+    "MailserverQuery",
     "P2PListener",
     "PeerDirectory",
     "SystemClock",
@@ -98,11 +98,15 @@ class EnvelopeSink(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class HistoryQuery:
+class MailserverQuery:
     """A decoded, validated 0x7e request, with what the backend needs to shape its answer."""
 
     request: HistoryRequest
-    """Normalized request (defaults applied, limit ≤ 1000, topics override bloom)."""
+    """The request as the peer sent it: ``upper = 0`` means "now + 60" and ``limit = 0`` the default (the
+    wire's own markers for "defaulted"), a limit may exceed 1000 and a bloom may accompany topics. It has
+    passed status-go's ``Validate``; the backend applies the mailserver defaults
+    (:meth:`~wakucodec.historyrequest.HistoryRequest.normalize`) — history-query does, and binds its cursors
+    to the request as sent, so a walk with ``upper = 0`` keeps working while "now + 60" moves."""
     dialect: Dialect
     """The dialect it arrived in (the node answers in the matching forms)."""
     request_id: bytes
@@ -116,11 +120,6 @@ class HistoryQuery:
     """Envelopes per batch: 0 = no limit, 1 = one per 0x7f (``Batch = false`` or geth's single form)."""
     signer: bytes | None = None
     """64-byte public key that signed an envelope request, if any."""
-    requested_upper: int | None = None
-    """``upper`` as the client sent it (0 = "now + 60"), when it differs from ``request.upper``; history-query
-    binds its cursors to the *requested* value, so pass ``requested_upper`` when it is not None. Inferred:
-    the codec returns the normalized request only, so an ``upper`` equal to the decode time + 60 is taken as
-    a requested 0."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +154,7 @@ HistoryItem: TypeAlias = HistoryBatch | HistoryComplete | HistoryFailure
 class HistoryBackend(Protocol):
     """Answers history requests (the edge peer: history-query's ``Query`` stream)."""
 
-    def query(self, query: HistoryQuery) -> AsyncIterator[HistoryItem]:
+    def query(self, query: MailserverQuery) -> AsyncIterator[HistoryItem]:
         """Yield :class:`HistoryBatch` items, then one :class:`HistoryComplete` or :class:`HistoryFailure`.
 
         Raising instead of yielding a failure is treated as ``HistoryFailure("failed to process request")``

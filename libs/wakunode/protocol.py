@@ -27,7 +27,9 @@ from wakucodec.responses import decode_completion, decode_p2p_messages
 from wakunode import constants as c
 from wakunode.confirmations import MessageResponse, decode_batch_ack, decode_message_response
 from wakunode.errors import BadStatus
-from wakunode.options import (
+from wakunode.peerstate import Flavor, WakuPeer
+from wakunode.session_host import SessionHost
+from wakunode.status_options import (
     StatusOptions,
     decode_options,
     decode_shh_bloom,
@@ -38,8 +40,6 @@ from wakunode.options import (
     encode_shh_status,
     encode_waku0_status,
 )
-from wakunode.peerstate import Flavor, WakuPeer
-from wakunode.session_host import SessionHost
 
 __all__ = ["WakuSubProtocol", "encode_status"]
 

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from wakucodec.constants import MAX_MESSAGE_SIZE
 from wakucodec.envelope import Envelope, decode_envelope
 from wakucodec.errors import CodecError
+from wakucodec.validation import EnvelopeFault
 from wakunode.cache import CachedEnvelope
 from wakunode.peerstate import WakuPeer
 from wakunode.relay import Admission, Relay
-from wakunode.validation import Fault
 
 __all__ = ["PublishResult", "PublishStatus", "publish"]
 
@@ -47,7 +47,7 @@ class PublishResult:
     """Outcome."""
     relayed_to: int = 0
     """Distinct connected remotes holding the envelope when the call returned."""
-    fault: Fault | None = None
+    fault: EnvelopeFault | None = None
     """Validation rule broken; None for undecodable input (then ``error`` says why)."""
     error: str = ""
     """Human-readable reason for REJECTED."""

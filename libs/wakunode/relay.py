@@ -24,6 +24,7 @@ from devp2p.errors import PeerDisconnected
 from wakucodec.envelope import Envelope, decode_envelopes
 from wakucodec.errors import CodecError
 from wakucodec.responses import bundle_envelopes, encode_p2p_messages
+from wakucodec.validation import AcceptancePolicy, Verdict, check_envelope
 from wakunode.cache import CachedEnvelope, EnvelopeCache
 from wakunode.config import NodeConfig
 from wakunode.confirmations import (
@@ -37,7 +38,6 @@ from wakunode.constants import BATCH_ACK_CODE, MESSAGE_RESPONSE_CODE, MESSAGES_C
 from wakunode.metrics import WakuMetrics
 from wakunode.peerstate import WakuPeer
 from wakunode.ports import Clock, EnvelopeSink
-from wakunode.validation import AcceptancePolicy, Verdict, check_envelope
 
 __all__ = ["Admission", "Relay"]
 

@@ -25,9 +25,9 @@ from typing import Protocol
 from devp2p.abc import PeerAPI, SubProtocol
 from wakunode.confirmations import MessageResponse
 from wakunode.metrics import WakuMetrics
-from wakunode.options import StatusOptions
 from wakunode.peerstate import Flavor, WakuPeer
 from wakunode.ports import P2PListener
+from wakunode.status_options import StatusOptions
 
 __all__ = ["SessionHost"]
 

@@ -1,5 +1,5 @@
 """Ingest and history-query as the edge peer sees them (implement ``forwarder.IngestPort`` and
-``history.HistoryPort``).
+``mailserver_bridge.HistoryQueryPort``).
 
 - :class:`IngestClient` opens ``IngestService.Ingest`` (bidi) with no deadline: the stream lives as long as
   the process; the forwarder reconnects when it ends. Failures come back as :mod:`meshcore.errors`.
@@ -24,7 +24,7 @@ from meshcore.errors import Internal
 from services.edge_peer.forwarder import IngestAck, OutgoingBatch
 from wakucodec.errors import InvalidResponse
 from wakucodec.responses import split_sized
-from wakunode.ports import HistoryBatch, HistoryComplete, HistoryQuery
+from wakunode.ports import HistoryBatch, HistoryComplete, MailserverQuery
 
 __all__ = ["HISTORY_SERVICE", "INGEST_SERVICE", "HistoryClient", "IngestClient", "to_history_request"]
 
@@ -108,19 +108,20 @@ class IngestClient:
         await self._channel.close()
 
 
-def to_history_request(query: HistoryQuery) -> history_pb2.HistoryQueryRequest:
-    """The HistoryQueryRequest for a decoded 0x7e (already normalized by wakunode).
+def to_history_request(query: MailserverQuery) -> history_pb2.HistoryQueryRequest:
+    """The HistoryQueryRequest for a decoded 0x7e, carrying the request exactly as the peer sent it.
 
-    ``upper`` is the bound the requester *sent* when wakunode knows it (0 stays 0): history-query binds its
-    cursors to the requested query, and "now + 60" moves every second, so forwarding the computed bound would
-    make every second page of an ``upper = 0`` walk fail as a foreign cursor.
+    ``upper = 0`` and ``limit = 0`` are the peer's own "use the default" and travel as such (history.proto
+    gives 0 the same meaning); history-query applies the defaults, caps the limit and lets topics override
+    the bloom — the one place that does (WAKU-MAILSERVER request semantics, status-go
+    ``MessagesRequestPayload.SetDefaults``). Its cursors bind the request as sent, which is why "now + 60"
+    must not be resolved here: it moves every second, and the next page's cursor would look foreign.
     """
     request = query.request
-    upper = request.upper if query.requested_upper is None else query.requested_upper
     return history_pb2.HistoryQueryRequest(
         lower=request.lower,
-        upper=upper,
-        bloom=b"" if request.topics else (request.bloom or b""),
+        upper=request.upper,
+        bloom=request.bloom or b"",
         topics=list(request.topics),
         limit=request.limit,
         cursor=request.cursor,
@@ -161,8 +162,8 @@ class HistoryClient:
         )
         return cls(channel, timeout_s=timeout_s)
 
-    async def query(self, query: HistoryQuery) -> AsyncIterator[HistoryBatch | HistoryComplete]:
-        """Batches, then the completion (history.HistoryPort)."""
+    async def query(self, query: MailserverQuery) -> AsyncIterator[HistoryBatch | HistoryComplete]:
+        """Batches, then the completion (mailserver_bridge.HistoryQueryPort)."""
         call = self._stub.Query(to_history_request(query), timeout=remaining_timeout(self._timeout_s))
         try:
             async for response in call:

@@ -20,7 +20,7 @@ from devp2p.server import Server
 from meshcore.errors import InvalidArgument
 from services.edge_peer.feed import LiveFeed
 from services.edge_peer.forwarder import IngestForwarder
-from services.edge_peer.history import HistoryAdapter
+from services.edge_peer.mailserver_bridge import MailserverBridge
 from wakucodec.bloom import FULL_BLOOM
 from wakucodec.envelope import Envelope
 from wakucodec.keccak import keccak256
@@ -105,7 +105,7 @@ class EdgePeer:
         server: Server,
         feed: LiveFeed,
         forwarder: IngestForwarder,
-        history: HistoryAdapter | None,
+        history: MailserverBridge | None,
         *,
         instance: str,
         static_peers: Sequence[str] = (),

@@ -23,8 +23,8 @@ from meshcore.server import ShutdownHook
 from services.edge_peer.config import Config, node_config, server_config
 from services.edge_peer.feed import LiveFeed
 from services.edge_peer.forwarder import IngestForwarder, IngestPort
-from services.edge_peer.history import HistoryAdapter, HistoryPort
 from services.edge_peer.logic import EdgePeer
+from services.edge_peer.mailserver_bridge import HistoryQueryPort, MailserverBridge
 from services.edge_peer.metrics import register
 from services.edge_peer.servicer import SERVICE_NAME, EdgePeerServicer
 from services.edge_peer.sink import EdgeSink
@@ -52,7 +52,7 @@ def instance_name(cfg: Config) -> str:
     return cfg.instance or socket.gethostname()
 
 
-def assemble(cfg: Config, node_key: bytes, ingest: IngestPort, history: HistoryPort | None) -> EdgePeer:
+def assemble(cfg: Config, node_key: bytes, ingest: IngestPort, history: HistoryQueryPort | None) -> EdgePeer:
     """The (not yet started) edge peer: node + devp2p server + feed + ingest forwarder + history adapter."""
     feed = LiveFeed(replay_envelopes=cfg.stream_replay_envelopes, replay_bytes=cfg.stream_replay_bytes)
     forwarder = IngestForwarder(
@@ -63,7 +63,7 @@ def assemble(cfg: Config, node_key: bytes, ingest: IngestPort, history: HistoryP
         window=cfg.ingest_window,
         reconnect_max_s=cfg.ingest_reconnect_max_s,
     )
-    adapter = HistoryAdapter(history) if history is not None else None
+    adapter = MailserverBridge(history) if history is not None else None
     node = WakuNode(node_config(cfg), EdgeSink(feed, forwarder), adapter)
     server = Server(node_key, node.protocols, server_config(cfg))
     return EdgePeer(

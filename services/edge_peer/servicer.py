@@ -19,8 +19,8 @@ from services.edge_peer.feed import LiveEnvelope, SubscriptionFilter
 from services.edge_peer.logic import EdgePeer, PeerView
 from wakucodec.constants import BLOOM_SIZE, MAX_TOPIC_INTEREST, TOPIC_LENGTH
 from wakucodec.pow import calculate_pow
+from wakucodec.validation import EnvelopeFault
 from wakunode.publish import PublishResult, PublishStatus
-from wakunode.validation import Fault
 
 __all__ = [
     "DEFAULT_RELAY_TIMEOUT_S",
@@ -46,13 +46,13 @@ _STATUS = {
     PublishStatus.REJECTED: edgepeer_pb2.PUBLISH_STATUS_REJECTED,
 }
 _FAULTS = {
-    Fault.IN_FUTURE: common_pb2.ENVELOPE_FAULT_IN_FUTURE,
-    Fault.VERY_OLD: common_pb2.ENVELOPE_FAULT_VERY_OLD,
-    Fault.EXPIRED: common_pb2.ENVELOPE_FAULT_EXPIRED,
-    Fault.OVERSIZED: common_pb2.ENVELOPE_FAULT_OVERSIZED,
-    Fault.LOW_POW: common_pb2.ENVELOPE_FAULT_LOW_POW,
-    Fault.NO_BLOOM_MATCH: common_pb2.ENVELOPE_FAULT_NO_BLOOM_MATCH,
-    Fault.NO_TOPIC_INTEREST_MATCH: common_pb2.ENVELOPE_FAULT_NO_TOPIC_INTEREST_MATCH,
+    EnvelopeFault.IN_FUTURE: common_pb2.ENVELOPE_FAULT_IN_FUTURE,
+    EnvelopeFault.VERY_OLD: common_pb2.ENVELOPE_FAULT_VERY_OLD,
+    EnvelopeFault.EXPIRED: common_pb2.ENVELOPE_FAULT_EXPIRED,
+    EnvelopeFault.OVERSIZED: common_pb2.ENVELOPE_FAULT_OVERSIZED,
+    EnvelopeFault.LOW_POW: common_pb2.ENVELOPE_FAULT_LOW_POW,
+    EnvelopeFault.NO_BLOOM_MATCH: common_pb2.ENVELOPE_FAULT_NO_BLOOM_MATCH,
+    EnvelopeFault.NO_TOPIC_INTEREST_MATCH: common_pb2.ENVELOPE_FAULT_NO_TOPIC_INTEREST_MATCH,
 }
 
 

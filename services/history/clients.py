@@ -1,4 +1,4 @@
-"""The archive service as seen from history-query: :class:`ArchiveClient` implements ``logic.ArchivePort``.
+"""The archive service as seen from history-query: :class:`ArchiveReader` implements ``logic.ArchivePort``.
 
 Every call's deadline is ``HISTORY_ARCHIVE_TIMEOUT_SECONDS`` or what is left of the incoming call's deadline,
 whichever is sooner (:func:`meshcore.remaining_timeout`); reads are retried on UNAVAILABLE by the channel's
@@ -23,7 +23,7 @@ from meshcore import make_channel, remaining_timeout, translate_rpc_error
 from services.history.config import Config
 from services.history.logic import ArchivePage, ArchiveRequest, LookupResult
 
-__all__ = ["ARCHIVE_SERVICE", "ArchiveClient"]
+__all__ = ["ARCHIVE_SERVICE", "ArchiveReader"]
 
 ARCHIVE_SERVICE = "mailmesh.archive.v1.ArchiveService"
 _IDEMPOTENT_READS = ("QueryEnvelopes", "ContainsEnvelopes")
@@ -33,7 +33,7 @@ _DIRECTION = {
 }
 
 
-class ArchiveClient:
+class ArchiveReader:
     """Archive reads over gRPC; errors come back as :mod:`meshcore.errors` categories."""
 
     def __init__(self, channel: grpc.aio.Channel, *, timeout_s: float) -> None:
@@ -48,7 +48,7 @@ class ArchiveClient:
         *,
         registry: CollectorRegistry = REGISTRY,
         tracer_provider: trace.TracerProvider | None = None,
-    ) -> ArchiveClient:
+    ) -> ArchiveReader:
         """Open a channel to ``HISTORY_ARCHIVE_ADDR`` as the config says (call from a coroutine)."""
         channel = make_channel(
             cfg.archive_addr,

@@ -40,13 +40,13 @@ __all__ = [
     "ArchiveRequest",
     "ArchivedEnvelope",
     "Batch",
-    "Completion",
     "HistoryQuery",
     "HistoryService",
+    "HistorySettings",
     "InvalidQuery",
     "LookupResult",
     "PreparedQuery",
-    "QuerySettings",
+    "QueryCompletion",
 ]
 
 ZERO_HASH = bytes(32)
@@ -159,7 +159,7 @@ class LookupResult:
 
 
 class ArchivePort(Protocol):
-    """What history needs from the archive; ``clients.ArchiveClient`` implements it over gRPC.
+    """What history needs from the archive; ``clients.ArchiveReader`` implements it over gRPC.
 
     Failures surface as :mod:`meshcore.errors` categories (``Unavailable`` when the archive is down).
     """
@@ -179,7 +179,7 @@ class ArchivePort(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class QuerySettings:
+class HistorySettings:
     """The service's knobs (from config)."""
 
     default_limit: int = MAX_QUERY_LIMIT
@@ -266,7 +266,7 @@ class Batch:
 
 
 @dataclass(frozen=True, slots=True)
-class Completion:
+class QueryCompletion:
     """The end of a successful query (HistoryComplete)."""
 
     #: 36-byte cursor, or b"" when nothing matching remains after the last delivered envelope.
@@ -283,13 +283,13 @@ class HistoryService:
         self,
         archive: ArchivePort,
         cursors: CursorCodec,
-        settings: QuerySettings | None = None,
+        settings: HistorySettings | None = None,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._archive = archive
         self._cursors = cursors
-        self.settings = settings or QuerySettings()
+        self.settings = settings or HistorySettings()
         self._clock = clock
 
     # ------------------------------------------------------------------------------------------ queries
@@ -345,8 +345,8 @@ class HistoryService:
             max_batch_envelopes=query.max_batch_envelopes,
         )
 
-    async def run(self, query: PreparedQuery) -> AsyncGenerator[Batch | Completion, None]:
-        """Stream ``query``: batches as archive chunks arrive, then exactly one :class:`Completion`.
+    async def run(self, query: PreparedQuery) -> AsyncGenerator[Batch | QueryCompletion, None]:
+        """Stream ``query``: batches as archive chunks arrive, then exactly one :class:`QueryCompletion`.
 
         An archive failure propagates (after any batches already yielded) as the port raised it.
         """
@@ -386,7 +386,7 @@ class HistoryService:
         next_cursor = b""
         if more and last is not None:
             next_cursor = self._cursors.encode(last.sent, last.hash, query.direction, query.fingerprint)
-        yield Completion(next_cursor, last.hash if last is not None else ZERO_HASH, delivered)
+        yield QueryCompletion(next_cursor, last.hash if last is not None else ZERO_HASH, delivered)
 
     def _chunk(self, query: PreparedQuery, after: Position | None, limit: int) -> ArchiveRequest:
         return ArchiveRequest(

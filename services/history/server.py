@@ -14,7 +14,7 @@ from mailmesh.history.v1 import history_pb2_grpc
 from meshcore import MeshServer, Registration, build_server
 from services.history.config import Config
 from services.history.cursor import CursorCodec
-from services.history.logic import ArchivePort, HistoryService, QuerySettings
+from services.history.logic import ArchivePort, HistoryService, HistorySettings
 from services.history.metrics import HistoryMetrics
 from services.history.servicer import SERVICE_NAME, HistoryServicer
 
@@ -36,9 +36,9 @@ class Deps:
     clock: Callable[[], float] = time.time
 
 
-def settings_from(cfg: Config) -> QuerySettings:
+def settings_from(cfg: Config) -> HistorySettings:
     """The domain settings the config describes."""
-    return QuerySettings(
+    return HistorySettings(
         default_limit=cfg.default_limit,
         max_limit=cfg.max_limit,
         archive_page=cfg.archive_page,

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import pytest
 
 from mailmeshcli.compose import Encryption, compose_envelope
-from mailmeshcli.history import DIALECTS, TOPIC_DIALECTS
+from mailmeshcli.fetch import DIALECTS, TOPIC_DIALECTS
 from tests.e2e.e2e_rlpx_support import ROOT, Mesh, archived, eventually, mesh_fixture
 from wakucodec import secp
 from wakucodec.bloom import bloom_match, topic_to_hex, topics_to_bloom

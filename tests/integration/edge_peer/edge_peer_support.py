@@ -28,7 +28,7 @@ from wakucodec.historyrequest import Dialect, HistoryRequest
 from wakunode.client import WakuClient
 from wakunode.config import NodeConfig
 from wakunode.memory import MemoryHistory, MemorySink
-from wakunode.ports import HistoryBatch, HistoryComplete, HistoryQuery
+from wakunode.ports import HistoryBatch, HistoryComplete, MailserverQuery
 
 SESSION = SessionConfig(handshake_timeout=3.0, ping_interval=5.0, dial_timeout=3.0)
 CLIENT_SERVER = ServerConfig(host="127.0.0.1", port=0, listen=False, session=SESSION)
@@ -116,7 +116,7 @@ class FakeHistory(history_pb2_grpc.HistoryQueryServiceServicer):
             await context.abort(*self.fail)
         # As history-query does (wire §4.2): a requested upper of 0 means now + 60 s.
         upper = request.upper or int(time.time()) + 60
-        query = HistoryQuery(
+        query = MailserverQuery(
             request=HistoryRequest(
                 request.lower,
                 upper,

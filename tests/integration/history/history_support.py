@@ -16,7 +16,7 @@ from mailmesh.archive.v1 import archive_pb2
 from mailmesh.common.v1 import common_pb2
 from mailmesh.history.v1 import history_pb2, history_pb2_grpc
 from meshcore import MeshServer
-from services.history.clients import ArchiveClient
+from services.history.clients import ArchiveReader
 from services.history.config import Config
 from services.history.server import Deps, build
 from tests.integration.history.history_archive_double import start_archive_double
@@ -53,7 +53,7 @@ class HistoryHandle:
     """A running history-query replica."""
 
     mesh: MeshServer
-    client: ArchiveClient
+    client: ArchiveReader
     registry: CollectorRegistry
 
     @property
@@ -118,7 +118,7 @@ async def start_history(archive_address: str, secrets: Sequence[bytes], **env: s
     """A started history replica (port 0, private metrics registry) against ``archive_address``."""
     cfg = history_config(archive_address, secrets, **env)
     registry = CollectorRegistry()
-    client = ArchiveClient.connect(cfg, registry=registry)
+    client = ArchiveReader.connect(cfg, registry=registry)
     mesh = build(cfg, Deps(archive=client, cursor_secrets=cfg.cursor_secrets, registry=registry))
     await mesh.start()
     return HistoryHandle(mesh, client, registry)

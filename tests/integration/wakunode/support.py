@@ -19,10 +19,10 @@ from wakunode.client import CLIENT_CONFIG, WakuClient
 from wakunode.config import NodeConfig
 from wakunode.memory import MemorySink
 from wakunode.node import WakuNode
-from wakunode.options import StatusOptions
 from wakunode.peerstate import Flavor
 from wakunode.ports import HistoryBackend
 from wakunode.protocol import encode_status
+from wakunode.status_options import StatusOptions
 
 SESSION = SessionConfig(
     handshake_timeout=2.0,

@@ -11,9 +11,9 @@ from devp2p.server import Server
 from tests.integration.wakunode.support import FAST, SERVER, Running, link, running_node, wait_until
 from tests.unit.devp2p.support import Recorder
 from wakucodec import secp
-from wakunode.options import StatusOptions
 from wakunode.peerstate import Flavor
 from wakunode.protocol import encode_status
+from wakunode.status_options import StatusOptions
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,7 @@ from wakunode import constants as c
 from wakunode.config import MailserverConfig, RateLimiterConfig
 from wakunode.mailserver import RATE_LIMIT_EXCEEDED
 from wakunode.memory import MemoryHistory
-from wakunode.options import pow_to_bits
+from wakunode.status_options import pow_to_bits
 
 NOW = int(time.time())
 ARCHIVE = envelopes(20, topic=b"aaaa", sent=NOW - 100)

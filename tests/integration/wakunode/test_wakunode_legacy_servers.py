@@ -38,9 +38,9 @@ from wakucodec.symmetric import key_from_password
 from wakunode import constants as c
 from wakunode.client import GETH_IDLE_END_S, PageEnd
 from wakunode.errors import RequestFailed, RequestTimeout
-from wakunode.options import StatusOptions
 from wakunode.peerstate import Flavor
 from wakunode.protocol import encode_status
+from wakunode.status_options import StatusOptions
 
 PASSWORD = "status-offline-inbox"
 TOPIC = b"aaaa"

@@ -11,7 +11,7 @@ import pytest
 
 from mailmeshcli.cli import main, parser
 from mailmeshcli.compose import Encryption, compose_envelope, compose_many, packets
-from mailmeshcli.history import DIALECTS, build_request, envelope_record
+from mailmeshcli.fetch import DIALECTS, build_request, envelope_record
 from wakucodec import payload, secp
 from wakucodec.bloom import FULL_BLOOM, topics_to_bloom
 from wakucodec.historyrequest import Dialect

@@ -1,5 +1,5 @@
-"""Pure translations: history failures → 0x7d texts, HistoryQuery → HistoryQueryRequest, publish results and
-StreamEnvelopes filters → protos."""
+"""Pure translations: history failures → 0x7d texts, MailserverQuery → HistoryQueryRequest, publish results
+and StreamEnvelopes filters → protos."""
 
 from __future__ import annotations
 
@@ -14,28 +14,27 @@ from mailmesh.edgepeer.v1 import edgepeer_pb2
 from meshcore.errors import DeadlineExceeded, InvalidArgument, MeshError, ResourceExhausted, Unavailable
 from services.edge_peer.clients import to_history_request
 from services.edge_peer.feed import LiveEnvelope
-from services.edge_peer.history import HistoryAdapter
+from services.edge_peer.mailserver_bridge import MailserverBridge
 from services.edge_peer.servicer import subscription_filter, to_publish_result, to_received
 from wakucodec.bloom import FULL_BLOOM
 from wakucodec.envelope import make_envelope
 from wakucodec.historyrequest import Dialect, HistoryRequest
-from wakunode.ports import HistoryBatch, HistoryComplete, HistoryFailure, HistoryItem, HistoryQuery
+from wakucodec.validation import EnvelopeFault
+from wakunode.ports import HistoryBatch, HistoryComplete, HistoryFailure, HistoryItem, MailserverQuery
 from wakunode.publish import PublishResult, PublishStatus
-from wakunode.validation import Fault
 
 TOPIC = b"\x01\x02\x03\x04"
 
 
-def _query(**kw: object) -> HistoryQuery:
+def _query(**kw: object) -> MailserverQuery:
     request = kw.pop("request", HistoryRequest(10, 20, None, (TOPIC,), 100, b"c" * 36))
-    return HistoryQuery(
+    return MailserverQuery(
         request=request,  # type: ignore[arg-type]
         dialect=Dialect.STATUS_PLAIN,
         request_id=b"r" * 32,
         requester_id=b"p" * 32,
         max_batch_bytes=5000,
         max_batch_envelopes=0,
-        requested_upper=kw.pop("requested_upper", None),  # type: ignore[arg-type]
     )
 
 
@@ -44,7 +43,7 @@ class Port:
         self.items, self.error = items, error
         self.closed = False
 
-    async def query(self, query: HistoryQuery) -> AsyncIterator[HistoryBatch | HistoryComplete]:
+    async def query(self, query: MailserverQuery) -> AsyncIterator[HistoryBatch | HistoryComplete]:
         try:
             for item in self.items:
                 yield item
@@ -54,8 +53,8 @@ class Port:
             self.closed = True
 
 
-async def _run(port: Port) -> tuple[list[HistoryItem], HistoryAdapter]:
-    adapter = HistoryAdapter(port)
+async def _run(port: Port) -> tuple[list[HistoryItem], MailserverBridge]:
+    adapter = MailserverBridge(port)
     return [item async for item in adapter.query(_query())], adapter
 
 
@@ -93,7 +92,7 @@ class SlowPort(Port):
         super().__init__(items)
         self.waiting = asyncio.Event()
 
-    async def query(self, query: HistoryQuery) -> AsyncIterator[HistoryBatch | HistoryComplete]:
+    async def query(self, query: MailserverQuery) -> AsyncIterator[HistoryBatch | HistoryComplete]:
         try:
             for item in self.items:
                 yield item
@@ -107,7 +106,7 @@ class SlowPort(Port):
 async def test_a_query_closed_before_its_completion_is_abandoned() -> None:
     """The node closes the iterator when the requester leaves or the request times out."""
     port = SlowPort([HistoryBatch([b"a"]), HistoryBatch([b"b"])])
-    adapter = HistoryAdapter(port)
+    adapter = MailserverBridge(port)
     stream = cast(AsyncGenerator[HistoryItem, None], adapter.query(_query()))
     assert await anext(stream) == HistoryBatch([b"a"])
     await stream.aclose()
@@ -116,7 +115,7 @@ async def test_a_query_closed_before_its_completion_is_abandoned() -> None:
 
 async def test_a_query_cancelled_while_waiting_for_history_is_abandoned() -> None:
     port = SlowPort([HistoryBatch([b"a"])])
-    adapter = HistoryAdapter(port)
+    adapter = MailserverBridge(port)
 
     async def consume() -> None:
         async for _ in adapter.query(_query()):
@@ -132,7 +131,7 @@ async def test_a_query_cancelled_while_waiting_for_history_is_abandoned() -> Non
 
 async def test_a_completion_closed_right_after_is_only_complete() -> None:
     done = HistoryComplete(b"", b"h" * 32)
-    adapter = HistoryAdapter(Port([HistoryBatch([b"a"]), done]))
+    adapter = MailserverBridge(Port([HistoryBatch([b"a"]), done]))
     stream = cast(AsyncGenerator[HistoryItem, None], adapter.query(_query()))
     assert [await anext(stream), await anext(stream)] == [HistoryBatch([b"a"]), done]
     await stream.aclose()  # what the node does after the completion
@@ -141,11 +140,11 @@ async def test_a_completion_closed_right_after_is_only_complete() -> None:
 
 async def test_an_unexpected_port_error_is_a_failure() -> None:
     class Broken(Port):
-        async def query(self, query: HistoryQuery) -> AsyncIterator[HistoryBatch | HistoryComplete]:
+        async def query(self, query: MailserverQuery) -> AsyncIterator[HistoryBatch | HistoryComplete]:
             yield HistoryBatch([b"a"])
             raise RuntimeError("bug")
 
-    adapter = HistoryAdapter(Broken([]))
+    adapter = MailserverBridge(Broken([]))
     with pytest.raises(RuntimeError):
         _ = [item async for item in adapter.query(_query())]
     assert adapter.outcomes == {"failed": 1}
@@ -160,9 +159,13 @@ def test_history_request_translation() -> None:
     assert by_bloom.bloom == FULL_BLOOM and not by_bloom.topics
 
 
-def test_a_requested_upper_of_zero_is_forwarded_as_zero() -> None:
-    # history-query binds cursors to the requested query; "now + 60" would differ on the next page.
-    assert to_history_request(_query(requested_upper=0)).upper == 0
+def test_the_request_is_forwarded_as_the_peer_sent_it() -> None:
+    # history-query binds cursors to the requested query ("now + 60" would differ on the next page) and is the
+    # one place that applies defaults: upper 0, limit 0, a limit above 1000 and a bloom beside topics pass.
+    as_sent = HistoryRequest(10, 0, FULL_BLOOM, (TOPIC,), 0, b"")
+    msg = to_history_request(_query(request=as_sent))
+    assert (msg.lower, msg.upper, msg.limit, msg.bloom, list(msg.topics)) == (10, 0, 0, FULL_BLOOM, [TOPIC])
+    assert to_history_request(_query(request=HistoryRequest(10, 20, None, (TOPIC,), 5000))).limit == 5000
     assert to_history_request(_query()).upper == 20
 
 
@@ -175,7 +178,9 @@ def test_publish_results() -> None:
         common_pb2.ENVELOPE_FAULT_UNSPECIFIED,
         "",
     )
-    low = to_publish_result(PublishResult(h, PublishStatus.REJECTED, fault=Fault.LOW_POW, error="x" * 400))
+    low = to_publish_result(
+        PublishResult(h, PublishStatus.REJECTED, fault=EnvelopeFault.LOW_POW, error="x" * 400)
+    )
     assert low.fault == common_pb2.ENVELOPE_FAULT_LOW_POW and len(low.error) == 256
     bad = to_publish_result(PublishResult(b"", PublishStatus.REJECTED, error="malformed envelope"))
     assert bad.fault == common_pb2.ENVELOPE_FAULT_MALFORMED

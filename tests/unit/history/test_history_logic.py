@@ -18,12 +18,12 @@ from services.history.cursor import CursorAuthError, CursorCodec, CursorDirectio
 from services.history.logic import (
     ZERO_HASH,
     Batch,
-    Completion,
     HistoryQuery,
     HistoryService,
+    HistorySettings,
     InvalidQuery,
     PreparedQuery,
-    QuerySettings,
+    QueryCompletion,
 )
 from tests.unit.history.history_fakes import (
     NOW,
@@ -51,12 +51,12 @@ class Clock:
 
 
 def service(archive: FakeArchive, *, clock: Clock | None = None, **knobs: Any) -> HistoryService:
-    return HistoryService(archive, CursorCodec([SECRET]), QuerySettings(**knobs), clock=clock or Clock())
+    return HistoryService(archive, CursorCodec([SECRET]), HistorySettings(**knobs), clock=clock or Clock())
 
 
-async def run(svc: HistoryService, query: HistoryQuery) -> tuple[list[Batch], Completion]:
+async def run(svc: HistoryService, query: HistoryQuery) -> tuple[list[Batch], QueryCompletion]:
     batches: list[Batch] = []
-    completion: Completion | None = None
+    completion: QueryCompletion | None = None
     async for item in svc.run(svc.prepare(query)):
         assert completion is None, "nothing may follow the completion"
         if isinstance(item, Batch):
@@ -336,7 +336,7 @@ async def test_nothing_matched() -> None:
     archive.add(envelopes(range(10, 16), TOPIC_B))
     batches, done = await run(service(archive), HistoryQuery(lower=1, upper=100, topics=(TOPIC_A,)))
     assert batches == []
-    assert done == Completion(b"", ZERO_HASH, 0)
+    assert done == QueryCompletion(b"", ZERO_HASH, 0)
 
 
 # ----------------------------------------------------------------------------------- chunks, streaming
@@ -379,7 +379,7 @@ async def test_first_batch_leaves_before_the_next_chunk_is_read() -> None:
     assert archive.gate is not None
     archive.gate.set()
     rest = [item async for item in stream]
-    assert isinstance(rest[-1], Completion) and rest[-1].delivered == 30
+    assert isinstance(rest[-1], QueryCompletion) and rest[-1].delivered == 30
 
 
 async def test_closing_the_stream_cancels_the_read_ahead() -> None:
@@ -398,7 +398,7 @@ async def test_archive_failure_after_some_batches_propagates() -> None:
     archive = FakeArchive(fail_from=1, error=Unavailable("archive down"))
     archive.add(envelopes(range(100, 150)))
     svc = service(archive, archive_page=10)
-    got: list[Batch | Completion] = []
+    got: list[Batch | QueryCompletion] = []
     with pytest.raises(Unavailable):
         async for item in svc.run(svc.prepare(HistoryQuery(lower=1, upper=999, topics=(TOPIC_A,), limit=30))):
             got.append(item)

@@ -449,7 +449,7 @@ def test_signed_envelope_requests_end_to_end(dialect: Dialect) -> None:
     encoded = _build(req, dialect)
     assert encoded.envelope is not None and encoded.envelope.ttl == 50 and encoded.envelope.topic == bytes(4)
     decoded = _decode(encoded.payload)
-    assert decoded == DecodedRequest(req.normalize(NOW), dialect, encoded.envelope.hash, SIGNER_PUB)
+    assert decoded == DecodedRequest(req, dialect, encoded.envelope.hash, SIGNER_PUB)  # as sent
 
 
 def test_plain_request_end_to_end() -> None:
@@ -457,7 +457,7 @@ def test_plain_request_end_to_end() -> None:
     encoded = encode_p2p_request(req, Dialect.STATUS_PLAIN)
     raw_id = rlp.decode(encoded.payload)[0]
     assert isinstance(raw_id, bytes) and len(raw_id) == 32 and raw_id.isascii()  # hex of a random UUID
-    assert _decode(encoded.payload) == DecodedRequest(req.normalize(NOW), Dialect.STATUS_PLAIN, raw_id, None)
+    assert _decode(encoded.payload) == DecodedRequest(req, Dialect.STATUS_PLAIN, raw_id, None)
 
 
 @pytest.mark.parametrize(
@@ -489,7 +489,7 @@ def test_nwaku_style_request() -> None:
     encoded = _build(req, Dialect.SPEC_5, signing_key=None, now=0, ttl=0)
     assert encoded.envelope is not None and (encoded.envelope.expiry, encoded.envelope.ttl) == (0, 0)
     decoded = _decode(encoded.payload, min_pow=1.0)  # TTL 0 → +Inf PoW in Go: passes any minimum
-    assert decoded.dialect is Dialect.SPEC_5 and decoded.request == req.normalize(NOW)
+    assert decoded.dialect is Dialect.SPEC_5 and decoded.request == req
 
 
 def test_wrong_key_is_rejected_with_the_request_id() -> None:
@@ -536,9 +536,26 @@ def test_validation_failures_carry_the_id_and_status_go_text() -> None:
     assert info.value.request_id == b"r" * 32 and info.value.dialect is Dialect.STATUS_PLAIN
 
 
-def test_limit_is_capped_not_refused() -> None:
-    encoded = encode_p2p_request(HistoryRequest(topics=(T1,), limit=5000), Dialect.STATUS_PLAIN)
-    assert _decode(encoded.payload).request.limit == 1000
+def test_decode_passes_the_request_as_sent() -> None:
+    # upper 0, limit 0, a limit above 1000 and a bloom beside topics all survive decoding: the query side
+    # (history-query, HistoryRequest.normalize) applies the defaults, once.
+    for sent in (
+        HistoryRequest(topics=(T1,), limit=5000),
+        HistoryRequest(lower=NOW - 10, upper=0, bloom=BLOOM, topics=(T1,), limit=0),
+    ):
+        decoded = _decode(encode_p2p_request(sent, Dialect.STATUS_PLAIN).payload).request
+        assert decoded == sent
+    assert HistoryRequest(topics=(T1,), limit=5000).normalize(NOW).limit == 1000  # capped, not refused
+
+
+def test_decode_checks_with_the_defaulted_upper_but_does_not_keep_it() -> None:
+    # status-go refuses an invalid request before the rate limit, so the decoder must check it: upper 0 is
+    # "now + 60" for the comparison with lower.
+    ok = encode_p2p_request(HistoryRequest(lower=NOW + 60, upper=0, topics=(T1,)), Dialect.STATUS_PLAIN)
+    assert _decode(ok.payload).request.upper == 0
+    late = encode_p2p_request(HistoryRequest(lower=NOW + 61, upper=0, topics=(T1,)), Dialect.STATUS_PLAIN)
+    with pytest.raises(RejectedRequest, match=r"^request is invalid: query range is invalid: lower > upper$"):
+        _decode(late.payload)
 
 
 def test_undecodable_inner_payload() -> None:

@@ -30,8 +30,8 @@ from wakunode.client import (
     resolve_idle_end,
 )
 from wakunode.errors import RequestTimeout
-from wakunode.options import StatusOptions
 from wakunode.protocol import encode_status
+from wakunode.status_options import StatusOptions
 
 PASSWORD = "status-offline-inbox"
 ARCHIVE = [envelope(i, topic=b"aaaa", sent=NOW - 100 + i) for i in range(6)]

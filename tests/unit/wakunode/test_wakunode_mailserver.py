@@ -24,9 +24,9 @@ from wakunode.config import MailserverConfig, NodeConfig
 from wakunode.mailserver import PEER_GONE, RATE_LIMIT_EXCEEDED
 from wakunode.memory import FailingHistory, MemoryHistory
 from wakunode.node import WakuNode
-from wakunode.options import StatusOptions
-from wakunode.ports import HistoryBackend, HistoryComplete, HistoryFailure, HistoryItem, HistoryQuery
+from wakunode.ports import HistoryBackend, HistoryComplete, HistoryFailure, HistoryItem, MailserverQuery
 from wakunode.protocol import encode_status
+from wakunode.status_options import StatusOptions
 
 KEY = key_from_password("status-offline-inbox")
 SIGNER = secp.generate_private_key()
@@ -230,7 +230,7 @@ async def test_backend_failure_becomes_error() -> None:
 
 
 class RaisingHistory(MemoryHistory):
-    async def query(self, query: HistoryQuery) -> AsyncIterator[HistoryItem]:
+    async def query(self, query: MailserverQuery) -> AsyncIterator[HistoryItem]:
         if query.request_id:
             raise RuntimeError("boom")
         yield HistoryFailure("unreachable")
@@ -248,16 +248,19 @@ async def test_backend_exception_becomes_error_and_worker_survives() -> None:
     assert node.mailserver_metrics.delivery_failures_total == {"iterator": 2}
 
 
-async def test_requested_upper_passed_for_cursor_binding() -> None:
+async def test_the_backend_gets_the_request_as_sent() -> None:
+    # No defaults applied and nothing guessed: upper 0 and limit 0 reach the backend as the peer's own
+    # "use the default" (history-query binds its cursors to them); the backend applies the defaults.
     history = MemoryHistory(ARCHIVE)
     node = mailserver(history)
     peer = await requester(node)
     for upper in (0, NOW):
-        encoded = encode_p2p_request(request(Dialect.STATUS_PLAIN, upper=upper), Dialect.STATUS_PLAIN)
+        sent = request(Dialect.STATUS_PLAIN, upper=upper, limit=0)
+        encoded = encode_p2p_request(sent, Dialect.STATUS_PLAIN)
         await ask(node, peer, encoded.payload)
     defaulted, explicit = history.queries
-    assert defaulted.request.upper == NOW + 60 and defaulted.requested_upper == 0
-    assert explicit.request.upper == NOW and explicit.requested_upper is None
+    assert (defaulted.request.upper, defaulted.request.limit) == (0, 0)
+    assert (explicit.request.upper, explicit.request.limit) == (NOW, 0)
 
 
 # --- rate limit at receipt, and what every request ends as ------------------------------------------------
@@ -272,7 +275,7 @@ class GatedHistory(MemoryHistory):
         self.closed = 0
         self.before_complete: Callable[[], None] | None = None
 
-    async def query(self, query: HistoryQuery) -> AsyncIterator[HistoryItem]:
+    async def query(self, query: MailserverQuery) -> AsyncIterator[HistoryItem]:
         try:
             async for item in super().query(query):
                 if isinstance(item, HistoryComplete) and self.before_complete is not None:

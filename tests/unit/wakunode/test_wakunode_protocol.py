@@ -16,14 +16,14 @@ from wakunode import constants as c
 from wakunode.config import NodeConfig, RateLimiterConfig
 from wakunode.errors import BadStatus, OversizedPacket, RateLimitExceeded
 from wakunode.node import WakuNode
-from wakunode.options import (
+from wakunode.peerstate import Flavor
+from wakunode.status_options import (
     StatusOptions,
     encode_options,
     encode_shh_status,
     encode_waku0_status,
     pow_to_bits,
 )
-from wakunode.peerstate import Flavor
 
 
 async def started(node: WakuNode, capability: str = "waku/1", peer: FakePeer | None = None) -> FakePeer:

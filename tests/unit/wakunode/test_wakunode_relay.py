@@ -19,9 +19,9 @@ from wakunode.config import NodeConfig
 from wakunode.confirmations import decode_batch_ack, decode_message_response
 from wakunode.memory import MemorySink
 from wakunode.node import WakuNode
-from wakunode.options import StatusOptions, encode_options
 from wakunode.protocol import encode_status
 from wakunode.publish import PublishStatus
+from wakunode.status_options import StatusOptions, encode_options
 
 
 async def connect(

@@ -18,11 +18,11 @@ from wakunode.confirmations import (
 )
 from wakunode.errors import OversizedPacket
 from wakunode.metrics import WakuMetrics
-from wakunode.options import StatusOptions, encode_options
 from wakunode.peerstate import Flavor, WakuPeer
 from wakunode.ports import P2PListener
 from wakunode.protocol import WakuSubProtocol, encode_status
 from wakunode.session_host import SessionHost
+from wakunode.status_options import StatusOptions, encode_options
 
 
 @dataclass

@@ -1,9 +1,9 @@
-"""The :class:`wakunode.HistoryBackend` of the edge peer: 0x7e requests answered by history-query.
+"""The bridge from the node's mailserver to history-query: the edge peer's :class:`wakunode.HistoryBackend`.
 
-wakunode decodes the 0x7e (any dialect), applies the per-peer request rate limit and turns what this adapter
-yields into 0x7f packets and one 0x7d in the request's dialect. The adapter runs one
-``HistoryQueryService.Query`` per request (through :class:`HistoryPort`) with the batch budget wakunode gives
-(the max message size less the list header), and maps failures to the 0x7d ``ERROR=`` texts:
+wakunode decodes the 0x7e (any dialect), applies the per-peer request rate limit and turns what this bridge
+yields into 0x7f packets and one 0x7d in the request's dialect. The bridge runs one
+``HistoryQueryService.Query`` per request (through :class:`HistoryQueryPort`) with the batch budget wakunode
+gives (the max message size less the list header), and maps failures to the 0x7d ``ERROR=`` texts:
 
 =============================  ===========================================================================
 history-query outcome          0x7d
@@ -28,9 +28,9 @@ from typing import Protocol
 from meshcore.errors import InvalidArgument, MeshError, ResourceExhausted
 from wakucodec.responses import VALIDATION_ERROR_PREFIX
 from wakunode.mailserver import RATE_LIMIT_EXCEEDED
-from wakunode.ports import HistoryBatch, HistoryComplete, HistoryFailure, HistoryItem, HistoryQuery
+from wakunode.ports import HistoryBatch, HistoryComplete, HistoryFailure, HistoryItem, MailserverQuery
 
-__all__ = ["PROCESS_FAILURE", "HistoryAdapter", "HistoryPort"]
+__all__ = ["PROCESS_FAILURE", "HistoryQueryPort", "MailserverBridge"]
 
 log = logging.getLogger(__name__)
 
@@ -38,25 +38,25 @@ log = logging.getLogger(__name__)
 PROCESS_FAILURE = "failed to process request"
 
 
-class HistoryPort(Protocol):
+class HistoryQueryPort(Protocol):
     """history-query's Query stream; failures raise :class:`meshcore.errors.MeshError` categories."""
 
-    def query(self, query: HistoryQuery) -> AsyncIterator[HistoryBatch | HistoryComplete]:
+    def query(self, query: MailserverQuery) -> AsyncIterator[HistoryBatch | HistoryComplete]:
         """Run one query: batches of raw envelopes, then exactly one completion."""
         ...
 
 
-class HistoryAdapter:
-    """HistoryBackend over a :class:`HistoryPort`; counts outcomes in :attr:`outcomes`."""
+class MailserverBridge:
+    """HistoryBackend over a :class:`HistoryQueryPort`; counts outcomes in :attr:`outcomes`."""
 
-    def __init__(self, port: HistoryPort) -> None:
+    def __init__(self, port: HistoryQueryPort) -> None:
         self._port = port
         #: Queries by outcome, each exactly once: ``complete``, ``invalid``, ``rate_limited``, ``failed``, or
         #: ``abandoned`` — the node stopped reading before history-query's answer was complete (the requester
         #: left, or the request timed out); the query is cancelled.
         self.outcomes: Counter[str] = Counter()
 
-    async def query(self, query: HistoryQuery) -> AsyncIterator[HistoryItem]:
+    async def query(self, query: MailserverQuery) -> AsyncIterator[HistoryItem]:
         """Yield the port's batches, then its completion or a :class:`HistoryFailure`."""
         stream = self._port.query(query)
         settled = False

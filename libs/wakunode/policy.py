@@ -1,6 +1,6 @@
-"""Our own settings as the relay enforces them, and how changes are announced to peers.
+"""Our acceptance policy: the settings we advertise as the relay enforces them, and announcing changes.
 
-- :func:`build_policy` turns what we advertise into the :class:`~wakunode.validation.AcceptancePolicy` that
+- :func:`build_policy` turns what we advertise into the :class:`~wakucodec.validation.AcceptancePolicy` that
   incoming envelopes are checked against (§1.5). Right after a change the previous values stay tolerated
   for ``SETTINGS_TOLERANCE_S`` (status-go ``SetMinimumPoW`` / ``SetBloomFilter`` / ``SetTopicInterest``
   with ``tolerate``): peers need a moment to learn the new ones.
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from wakucodec import rlp
 from wakucodec.bloom import FULL_BLOOM, is_full_bloom, topics_to_bloom
+from wakucodec.validation import AcceptancePolicy
 from wakunode import constants as c
 from wakunode.config import NodeConfig
-from wakunode.options import StatusOptions, encode_options, pow_to_bits
 from wakunode.peerstate import WakuPeer
-from wakunode.validation import AcceptancePolicy
+from wakunode.status_options import StatusOptions, encode_options, pow_to_bits
 
 __all__ = ["announce", "bloom_of", "build_policy"]
 

@@ -10,7 +10,7 @@ import pytest
 from wakucodec import rlp
 from wakucodec.bloom import FULL_BLOOM, topic_to_bloom
 from wakunode.errors import BadStatus
-from wakunode.options import (
+from wakunode.status_options import (
     RateLimits,
     StatusOptions,
     bits_to_pow,

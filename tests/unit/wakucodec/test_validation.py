@@ -1,13 +1,29 @@
-"""§1.5 validation on receipt: each fault, the order of the checks, tolerance, and the future-PoW rule."""
+"""Envelope validation on receipt (status-go ``waku/waku.go`` ``add``): each fault, the order of the checks,
+tolerance, the future-PoW rule and Go's uint32 wrap-around."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.unit.wakunode.support import NOW, envelope, sealed
 from wakucodec.bloom import topic_to_bloom, topics_to_bloom
-from wakucodec.pow import calculate_pow
-from wakunode.validation import AcceptancePolicy, Fault, check_envelope
+from wakucodec.constants import UINT32_MAX
+from wakucodec.envelope import Envelope, make_envelope
+from wakucodec.pow import calculate_pow, seal
+from wakucodec.validation import AcceptancePolicy, EnvelopeFault, check_envelope
+
+NOW = 1_700_000_000
+Fault = EnvelopeFault
+
+
+def envelope(*, topic: bytes = b"abcd", size: int = 64, ttl: int = 100, sent: int = NOW) -> Envelope:
+    """An unsealed envelope; PoW >= 2^0/len/ttl."""
+    return make_envelope(expiry=sent + ttl, ttl=ttl, topic=topic, data=b"\x07" * size)
+
+
+def sealed(*, pow_target: float) -> Envelope:
+    """An envelope mined to ``pow_target``."""
+    return seal(NOW + 100, 100, b"abcd", b"\x01" * 32, target_pow=pow_target, work_time_s=10)
+
 
 FULL = AcceptancePolicy(max_message_size=1024, min_pow=0.0, min_pow_tolerance=0.0)
 
@@ -47,7 +63,7 @@ def test_oversized_uses_go_size() -> None:
 
 
 def test_low_pow_and_tolerance() -> None:
-    env = sealed(1, pow_target=0.5)
+    env = sealed(pow_target=0.5)
     pow_value = calculate_pow(env)
     strict = AcceptancePolicy(max_message_size=1024, min_pow=pow_value * 2, min_pow_tolerance=pow_value * 2)
     assert check_envelope(env, NOW, strict).fault is Fault.LOW_POW
@@ -92,3 +108,35 @@ def test_order_time_before_size_before_pow() -> None:
     assert check_envelope(huge_old, NOW, FULL).fault is Fault.VERY_OLD
     strict = AcceptancePolicy(max_message_size=64, min_pow=1e9, min_pow_tolerance=1e9)
     assert check_envelope(envelope(size=4096), NOW, strict).fault is Fault.OVERSIZED
+
+
+def test_sent_minus_allowance_wraps_like_go_uint32() -> None:
+    # sent = 5 against now = 0: Go's `sent - DefaultSyncAllowance` wraps to 2**32 - 5 > now → from the future.
+    env = make_envelope(expiry=105, ttl=100, topic=b"abcd", data=b"x")
+    assert check_envelope(env, 0, FULL).fault is Fault.IN_FUTURE
+    assert check_envelope(env, 1, FULL).fault is Fault.IN_FUTURE  # 5 - 10 still wraps
+    assert check_envelope(env, 5, FULL).ok
+
+
+def test_expiry_plus_twice_the_allowance_wraps_like_go_uint32() -> None:
+    # Expiry near the top of uint32: `Expiry + 20` wraps to a small number < now → very old, not expired.
+    expiry = UINT32_MAX - 5
+    env = make_envelope(expiry=expiry, ttl=100, topic=b"abcd", data=b"x")
+    assert check_envelope(env, UINT32_MAX, FULL).fault is Fault.VERY_OLD
+    assert check_envelope(env, expiry + 1, FULL).fault is Fault.VERY_OLD
+    no_wrap = make_envelope(expiry=UINT32_MAX - 30, ttl=100, topic=b"abcd", data=b"x")
+    assert check_envelope(no_wrap, UINT32_MAX - 10, FULL).fault is Fault.EXPIRED
+
+
+def test_now_is_truncated_to_uint32_seconds() -> None:
+    env = envelope(sent=NOW + 10)
+    assert check_envelope(env, NOW + 0.999, FULL).ok
+    assert check_envelope(env, NOW - 0.5, FULL).fault is Fault.IN_FUTURE  # int(-0.5 + NOW) = NOW - 1
+
+
+def test_default_sync_allowance_is_the_status_go_constant() -> None:
+    policy = AcceptancePolicy(max_message_size=1024, min_pow=0.0, min_pow_tolerance=0.0)
+    assert policy.sync_allowance == 10
+    wide = AcceptancePolicy(max_message_size=1024, min_pow=0.0, min_pow_tolerance=0.0, sync_allowance=30)
+    assert check_envelope(envelope(sent=NOW + 30), NOW, wide).ok
+    assert check_envelope(envelope(sent=NOW + 30), NOW, policy).fault is Fault.IN_FUTURE

@@ -1,4 +1,5 @@
-"""History requests for the CLI: dialect names, building the query, walking cursors, JSON records."""
+"""Fetching history from a mailserver for the CLI (``mailmesh history``): dialect names, building the 0x7e
+request, walking cursors, JSON records."""
 
 from __future__ import annotations
 
