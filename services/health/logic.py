@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 __all__ = [
+    "EDGE_PEER",
     "MAX_DETAIL_BYTES",
     "Assessment",
     "ConnectionStatus",
@@ -39,6 +40,8 @@ __all__ = [
 
 #: HealthReason.detail is at most 256 bytes (health.proto).
 MAX_DETAIL_BYTES = 256
+#: ServiceObservation.service of the edge peers' own grpc.health.v1 checks.
+EDGE_PEER = "edge-peer"
 
 
 class HealthStatus(IntEnum):
@@ -242,9 +245,13 @@ def assess(
     for o in edge_peers:
         if not o.reachable:
             reasons.append(Reason.of(ReasonCode.EDGE_PEER_UNREACHABLE, f"edge peer {o.target}: {o.error}"))
+    # An edge peer that did not answer is already EDGE_PEER_UNREACHABLE; its Check failing says nothing more.
+    silent = {o.target for o in edge_peers if not o.reachable}
     for s in services:
+        if s.status is ServingStatus.SERVING or (s.service == EDGE_PEER and s.target in silent):
+            continue
         # One archive replica down while another serves is information, like any other service.
-        if s.status is not ServingStatus.SERVING and (archive_ok or not s.affects_status):
+        if archive_ok or not s.affects_status:
             reasons.append(Reason.of(ReasonCode.SERVICE_NOT_SERVING, _service_label(s)))
     loss = peers == 0 or not archive_ok
     level = HealthStatus.UNHEALTHY if loss else thresholds.level(peers)

@@ -165,3 +165,14 @@ def test_waku_api_names_map_one_to_one(status: HealthStatus, connection: Connect
 def test_inconsistent_thresholds_are_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         Thresholds(**kwargs)  # type: ignore[arg-type]
+
+
+def test_an_edge_peer_that_did_not_answer_is_one_reason_not_two() -> None:
+    checks = (
+        archive(),
+        service("edge-peer", ServingStatus.UNREACHABLE, "e:2"),
+        service("edge-peer", ServingStatus.NOT_SERVING, "e:1"),
+    )
+    a = assess((edge("e:1", range(6)), unreachable_edge("e:2")), checks, T)
+    assert codes(a.reasons) == [ReasonCode.EDGE_PEER_UNREACHABLE, ReasonCode.SERVICE_NOT_SERVING]
+    assert a.reasons[1].detail == "edge-peer e:1: NOT_SERVING"  # answers ListPeers but is shutting down
