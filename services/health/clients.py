@@ -40,7 +40,8 @@ _SERVING = {
     health_pb2.HealthCheckResponse.NOT_SERVING: ServingStatus.NOT_SERVING,
     health_pb2.HealthCheckResponse.SERVICE_UNKNOWN: ServingStatus.SERVICE_UNKNOWN,
 }
-# Reconnect at most this long after a target comes back (gRPC core: initial 1 s, growing to 120 s).
+# Reconnect at most ~1 s after a target comes back; gRPC's default backoff (doc/connection-backoff.md: 1 s,
+# x1.6 per failure, up to 120 s) would keep a target that was down for a while looking dead for minutes.
 _RECONNECT_OPTIONS = (
     ("grpc.initial_reconnect_backoff_ms", 200),
     ("grpc.min_reconnect_backoff_ms", 200),

@@ -25,7 +25,7 @@ from tests.integration.health.health_support import HealthHandle, start_health  
 from tests.integration.history.history_support import ArchiveHandle, start_archive  # noqa: E402
 from wakunode.client import WakuClient  # noqa: E402
 
-EdgeFactory = Callable[[str], Awaitable[Edge]]
+EdgeFactory = Callable[..., Awaitable[Edge]]
 HealthFactory = Callable[..., Awaitable[HealthHandle]]
 ClientFactory = Callable[[], Awaitable[WakuClient]]
 
@@ -42,7 +42,8 @@ async def archive(tmp_path: Path) -> AsyncIterator[ArchiveHandle]:
 
 @pytest.fixture
 async def make_edge(tmp_path: Path) -> AsyncIterator[EdgeFactory]:
-    """Start real edge peers (devp2p + gRPC) in front of one fake ingest and one fake history-query."""
+    """Start real edge peers (devp2p + gRPC) in front of one fake ingest and one fake history-query:
+    ``await make_edge(name, **EDGE_env)``."""
     ingest_server, ingest_address = await start_fake(
         FakeIngest(), ingest_pb2_grpc.add_IngestServiceServicer_to_server
     )
@@ -51,10 +52,10 @@ async def make_edge(tmp_path: Path) -> AsyncIterator[EdgeFactory]:
     )
     started: list[Edge] = []
 
-    async def factory(name: str) -> Edge:
+    async def factory(name: str, **env: str) -> Edge:
         home = tmp_path / name
         home.mkdir()
-        handle = await start_edge(home, ingest_address, history_address, EDGE_INSTANCE=name)
+        handle = await start_edge(home, ingest_address, history_address, EDGE_INSTANCE=name, **env)
         started.append(handle)
         return handle
 

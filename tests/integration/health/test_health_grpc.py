@@ -206,7 +206,7 @@ async def test_archive_not_serving_then_serving_again_recovers_after_the_hold(
     watch.cancel()
 
 
-async def test_an_unreachable_edge_peer_counts_zero_and_is_reported_with_its_error(
+async def test_an_unreachable_edge_peer_counts_zero_is_reported_and_counts_again_when_back(
     archive: ArchiveHandle, make_edge: EdgeFactory, make_health: HealthFactory, make_client: ClientFactory
 ) -> None:
     a, b = await make_edge("edge-a"), await make_edge("edge-b")
@@ -231,6 +231,16 @@ async def test_an_unreachable_edge_peer_counts_zero_and_is_reported_with_its_err
     assert report.edge_peers[1].error
     assert health_pb2.HEALTH_REASON_CODE_EDGE_PEER_UNREACHABLE in codes(report)
     assert health.metric("mailmesh_health_edge_peers_reachable") == 1
+    # An edge peer back on the same address is queried again (the channel reconnects) and its peers count.
+    again = await make_edge("edge-b-again", EDGE_GRPC_PORT=str(b.mesh.port))
+    await connect(make_client, again)
+    await connect(make_client, again)
+    report = await transition(watch, MINIMAL, HEALTHY)
+    assert [(e.instance, e.reachable, e.peer_count) for e in report.edge_peers] == [
+        ("edge-a", True, 1),
+        ("edge-b-again", True, 2),
+    ]
+    assert health_pb2.HEALTH_REASON_CODE_EDGE_PEER_UNREACHABLE not in codes(report)
     watch.cancel()
 
 
