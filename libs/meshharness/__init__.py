@@ -10,9 +10,9 @@ Services never import this package: it only starts them (``python -m services.<n
 """
 
 from meshharness.catalog import CATALOG, ENV_PREFIXES, ServiceKind, kind
-from meshharness.logs import Allow, LogCapture, LogLine, ServiceExited
+from meshharness.logs import Allow, LogCapture, LogLine, ServiceExited, is_noise
 from meshharness.mesh import FixedPorts, FreePorts, Mesh, plan, start_mesh
-from meshharness.ports import PortTaken, free_ports
+from meshharness.ports import PortTaken, free_base, free_ports
 from meshharness.process import (
     REPO_ROOT,
     ServiceProcess,
@@ -41,7 +41,9 @@ __all__ = [
     "ServiceProcess",
     "ServiceSpec",
     "clean_env",
+    "free_base",
     "free_ports",
+    "is_noise",
     "kind",
     "plan",
     "scrape_metrics",

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Allow", "LogCapture", "LogLine", "ServiceExited"]
+__all__ = ["Allow", "LogCapture", "LogLine", "ServiceExited", "is_noise"]
 
 NOISY_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL"})
 """Levels that count as noise unless allowed: normal operation logs INFO and below only."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 import socket
 
-__all__ = ["PORT_RANGE", "PortTaken", "free_ports"]
+__all__ = ["PORT_RANGE", "PortTaken", "free_base", "free_ports"]
 
 PORT_RANGE = (20000, 32000)
 """Inclusive range the ports are drawn from (below the ephemeral range)."""
@@ -43,3 +43,25 @@ def free_ports(count: int, *, host: str = "127.0.0.1") -> list[int]:
     finally:
         for sock in held:
             sock.close()
+
+
+def free_base(count: int, *, host: str = "127.0.0.1") -> int:
+    """A base port such that ``base + 1`` … ``base + count`` (in :data:`PORT_RANGE`) were free just now.
+
+    For runners that take a base and add offsets (``tools/run_mesh.py --grpc-base-port``).
+    """
+    low, high = PORT_RANGE
+    while True:
+        base = random.randint(low - 1, high - count)
+        held: list[socket.socket] = []
+        try:
+            for offset in range(1, count + 1):
+                sock = socket.socket()
+                held.append(sock)
+                sock.bind((host, base + offset))
+        except OSError:
+            continue
+        finally:
+            for sock in held:
+                sock.close()
+        return base
