@@ -636,7 +636,7 @@ async def _flood(
                 "devp2p_sessions_total",
             ),
         )
-        alive = edge.service.proc.returncode is None
+        alive = edge.service.returncode is None
     finally:
         stop.set()
         for task in tasks:

@@ -16,31 +16,27 @@ other work on the machine took meanwhile (the team shares these machines).
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import contextlib
 import itertools
 import os
 import random
 import re
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import grpc
 import grpc.aio
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from archivestore.types import StoredEnvelope
 from bench.harness import percentile
+from meshharness import CATALOG, FreePorts, ServiceProcess, ServiceSpec, plan, start_async
 from wakucodec.constants import STATUS_MIN_POW
 from wakucodec.envelope import make_envelope
 from wakucodec.pow import seal
@@ -51,11 +47,6 @@ CACHE = ROOT / ".cache" / "bench"
 WORK = CACHE / "work"
 LOGS = CACHE / "logs"
 PROFILES = CACHE / "profiles"
-
-ARCHIVE_SERVICE = "mailmesh.archive.v1.ArchiveService"
-INGEST_SERVICE = "mailmesh.ingest.v1.IngestService"
-HISTORY_SERVICE = "mailmesh.history.v1.HistoryQueryService"
-EDGE_SERVICE = "mailmesh.edgepeer.v1.EdgePeerService"
 
 #: Keyspace of every Cassandra measurement; created fresh and dropped afterwards (never the team's).
 BENCH_KEYSPACE = "mailmesh_bench"
@@ -339,110 +330,75 @@ class HistoryDataset:
 # ------------------------------------------------------------------------------------------------ services
 
 
-def free_port() -> int:
-    """A currently free TCP port on 127.0.0.1."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _clean_env() -> dict[str, str]:
-    prefixes = ("ARCHIVE_", "HISTORY_", "INGEST_", "EDGE_", "MAILMESH_", "OTEL_")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
-    env["MAILMESH_LOG_LEVEL"] = "WARNING"
-    env["MAILMESH_LOG_FORMAT"] = "text"
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+def _spec(
+    kind: str, env: Mapping[str, str], *, name: str, profile: Path | None, metrics: bool
+) -> ServiceSpec:
+    """One catalog service on free loopback ports, quiet (WARNING, text), with a short shutdown grace."""
+    prefix = CATALOG[kind].prefix
+    defaults = {
+        "MAILMESH_LOG_LEVEL": "WARNING",
+        "MAILMESH_LOG_FORMAT": "text",
+        f"{prefix}_SHUTDOWN_GRACE_SECONDS": "5",
+    }
+    [spec] = plan(
+        [kind],
+        ports=FreePorts(metrics=metrics),
+        env={kind: {**defaults, **env}},
+        profiles={kind: profile} if profile is not None else None,
+    )
+    return replace(spec, name=name)
 
 
 @dataclass
 class Service:
-    """A Mailmesh service running as ``python -m services.<module>`` on 127.0.0.1."""
+    """A Mailmesh service running as ``python -m services.<module>`` on 127.0.0.1 (a harness process)."""
 
-    name: str
-    proc: asyncio.subprocess.Process
-    port: int
-    log: Path
-    profile: Path | None = None
+    process: ServiceProcess
+
+    @property
+    def name(self) -> str:
+        """Its instance name (also its log file's name under :data:`LOGS`)."""
+        return self.process.name
 
     @property
     def address(self) -> str:
         """``127.0.0.1:port``."""
-        return f"127.0.0.1:{self.port}"
+        return self.process.address
 
     @property
     def pid(self) -> int:
         """The process id."""
-        return self.proc.pid
+        return self.process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """Its exit status, or None while it runs."""
+        return self.process.returncode
+
+    @property
+    def profile(self) -> Path | None:
+        """Where its cProfile goes, if it runs under one."""
+        return self.process.spec.profile
 
     async def stop(self, timeout: float = 30) -> int:
         """SIGTERM (graceful drain; a cProfile'd process writes its profile), SIGKILL if it hangs."""
-        if self.proc.returncode is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(self.proc.wait(), timeout)
-            except TimeoutError:
-                self.proc.kill()
-                await self.proc.wait()
-        return self.proc.returncode or 0
+        return await self.process.stop_async(timeout)
 
 
 async def start_service(
-    name: str,
-    module: str,
-    prefix: str,
+    kind: str,
     env: Mapping[str, str],
     *,
-    health_name: str,
+    name: str | None = None,
     profile: Path | None = None,
+    metrics: bool = False,
     timeout: float = 120,
 ) -> Service:
-    """Start ``python -m module`` with ``{prefix}_GRPC_PORT`` free and wait until ``health_name`` SERVES."""
-    port = free_port()
-    environ = {
-        **_clean_env(),
-        f"{prefix}_GRPC_HOST": "127.0.0.1",
-        f"{prefix}_GRPC_PORT": str(port),
-        f"{prefix}_METRICS_PORT": "-1",
-        f"{prefix}_SHUTDOWN_GRACE_SECONDS": "5",
-        **env,
-    }
-    LOGS.mkdir(parents=True, exist_ok=True)
-    log = LOGS / f"{name}.log"
-    argv = [sys.executable]
-    if profile is not None:
-        profile.parent.mkdir(parents=True, exist_ok=True)
-        argv += ["-m", "cProfile", "-o", str(profile)]
-    with log.open("wb") as out:
-        proc = await asyncio.create_subprocess_exec(
-            *argv, "-m", module, cwd=ROOT, env=environ, stdout=out, stderr=subprocess.STDOUT
-        )
-    service = Service(name, proc, port, log, profile)
-    try:
-        await wait_serving(service.address, health_name, timeout, proc)
-    except BaseException:
-        await service.stop(5)
-        raise
-    return service
-
-
-async def wait_serving(
-    address: str, health_name: str, timeout: float, proc: asyncio.subprocess.Process | None = None
-) -> None:
-    """Poll ``grpc.health.v1`` until ``health_name`` is SERVING (the archive: once its store is open)."""
-    deadline = time.monotonic() + timeout
-    async with grpc.aio.insecure_channel(address) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        while True:
-            if proc is not None and proc.returncode is not None:
-                raise RuntimeError(f"{health_name} exited with {proc.returncode} before serving")
-            with contextlib.suppress(grpc.aio.AioRpcError):
-                reply = await stub.Check(health_pb2.HealthCheckRequest(service=health_name), timeout=2)
-                if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{health_name} at {address} not serving after {timeout} s")
-            await asyncio.sleep(0.2)
+    """Start catalog service ``kind`` with ``env`` on free ports and wait until it SERVES (its log goes to
+    ``LOGS/<name>.log``; the archive serves once its store is open)."""
+    spec = _spec(kind, env, name=name or kind, profile=profile, metrics=metrics)
+    process = await start_async(spec, timeout=timeout, log_file=LOGS / f"{spec.name}.log")
+    return Service(process)
 
 
 def archive_env(backend: str, *, sqlite_path: Path | None = None, retention_days: int = 30) -> dict[str, str]:
@@ -469,9 +425,7 @@ def archive_env(backend: str, *, sqlite_path: Path | None = None, retention_days
 
 async def start_archive(env: Mapping[str, str], *, profile: Path | None = None) -> Service:
     """``python -m services.archive`` with ``env`` (see :func:`archive_env`)."""
-    return await start_service(
-        "archive", "services.archive", "ARCHIVE", env, health_name=ARCHIVE_SERVICE, profile=profile
-    )
+    return await start_service("archive", env, profile=profile)
 
 
 async def start_ingest(
@@ -479,9 +433,7 @@ async def start_ingest(
 ) -> Service:
     """``python -m services.ingest`` in front of ``archive``."""
     full = {"INGEST_ARCHIVE_ADDR": archive.address, **(env or {})}
-    return await start_service(
-        "ingest", "services.ingest", "INGEST", full, health_name=INGEST_SERVICE, profile=profile
-    )
+    return await start_service("ingest", full, profile=profile)
 
 
 async def start_history(
@@ -493,9 +445,7 @@ async def start_history(
         "HISTORY_CURSOR_SECRETS": "b5" * 32,
         **(env or {}),
     }
-    return await start_service(
-        "history", "services.history", "HISTORY", full, health_name=HISTORY_SERVICE, profile=profile
-    )
+    return await start_service("history", full, profile=profile)
 
 
 @dataclass
@@ -504,7 +454,6 @@ class EdgeService:
 
     service: Service
     enode: str
-    metrics_port: int
     node_key_file: Path
 
     @property
@@ -512,9 +461,14 @@ class EdgeService:
         """The process id."""
         return self.service.pid
 
+    @property
+    def metrics_port(self) -> int:
+        """Its Prometheus port."""
+        return self.service.process.spec.metrics_port
+
     def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-        """Scrape its ``/metrics`` (see :func:`scrape_metrics`)."""
-        return scrape_metrics(self.metrics_port)
+        """Scrape its ``/metrics`` (``{(sample name, sorted labels): value}``)."""
+        return self.service.process.metrics()
 
     async def stop(self, timeout: float = 30) -> int:
         """SIGTERM (the edge flushes its ingest buffer), SIGKILL if it hangs; removes its node key."""
@@ -541,20 +495,14 @@ async def start_edge(
     WORK.mkdir(parents=True, exist_ok=True)
     key_file = WORK / f"{name}.nodekey"
     key_file.unlink(missing_ok=True)
-    metrics_port = free_port()
     full = {
-        "EDGE_LISTEN_HOST": "127.0.0.1",
-        "EDGE_LISTEN_PORT": str(free_port()),
-        "EDGE_METRICS_PORT": str(metrics_port),
         "EDGE_NODE_KEY_FILE": str(key_file),
         "EDGE_INGEST_ADDR": ingest.address,
         "EDGE_HISTORY_ADDR": history.address,
         "EDGE_INSTANCE": name,
         **(env or {}),
     }
-    service = await start_service(
-        name, "services.edge_peer", "EDGE", full, health_name=EDGE_SERVICE, profile=profile
-    )
+    service = await start_service("edge_peer", full, name=name, profile=profile, metrics=True)
     try:
         async with grpc.aio.insecure_channel(service.address) as channel:
             info = await edgepeer_pb2_grpc.EdgePeerServiceStub(channel).NodeInfo(
@@ -563,20 +511,7 @@ async def start_edge(
     except BaseException:
         await service.stop(5)
         raise
-    return EdgeService(service, info.enode, metrics_port, key_file)
-
-
-def scrape_metrics(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """``/metrics`` of a service on 127.0.0.1: ``{(sample name, sorted labels): value}``."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
+    return EdgeService(service, info.enode, key_file)
 
 
 def rss_kib(pid: int) -> int:

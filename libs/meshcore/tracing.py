@@ -8,15 +8,33 @@ would drown the traces anyone wants to look at.
 Handlers must be ``async def`` (response-streaming ones async generators), and callers must
 consume streaming responses with ``async for`` rather than ``call.read()``: the OTel aio
 interceptors await unary behaviours and iterate streaming ones.
+
+Response streams are traced by :class:`_StreamSafeServerInterceptor`, not by the instrumentation's
+own wrapper. That wrapper holds ``attach``/``detach`` context managers open across its ``yield``:
+when a client closes a stream early, gRPC cancels the handler task while the generator is parked at
+a ``yield``, and the event loop later closes the abandoned generator from a new task (the asyncgen
+finalizer hook, PEP 525), so ``detach`` runs in a different ``contextvars.Context`` than ``attach``
+did and OpenTelemetry logs ERROR "Failed to detach context" for every such stream. Ours makes the
+span current only around each step of the handler (attach and detach in the same step, so always in
+the same context) and ends the span without detaching anything.
 """
 
 from __future__ import annotations
 
-from typing import cast
+from collections.abc import AsyncGenerator, Callable
+from typing import Any, cast
+from urllib.parse import unquote
 
+import grpc
 import grpc.aio
+from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.instrumentation.grpc import aio_client_interceptors, aio_server_interceptor, filters
+from opentelemetry.instrumentation.grpc import aio_client_interceptors, filters
+from opentelemetry.instrumentation.grpc._aio_server import (
+    OpenTelemetryAioServerInterceptor,
+    _OpenTelemetryAioServicerContext,
+)
+from opentelemetry.propagate import extract
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -55,10 +73,92 @@ def _not_health() -> object:
 def server_tracing_interceptor(
     tracer_provider: trace.TracerProvider | None = None,
 ) -> grpc.aio.ServerInterceptor:
-    """Return the OTel aio server interceptor (health checks excluded); None uses the global provider."""
-    # The instrumentation package ships no type information, hence the cast and ignores.
-    interceptor = aio_server_interceptor(tracer_provider=tracer_provider, filter_=_not_health())  # type: ignore[no-untyped-call]
-    return cast(grpc.aio.ServerInterceptor, interceptor)
+    """Return the OTel aio server interceptor (health checks excluded); None uses the global provider.
+
+    Response streams are traced step by step (see the module docstring).
+    """
+    # What the instrumentation's aio_server_interceptor() builds, with our stream wrapper.
+    tracer = trace.get_tracer(__name__, tracer_provider=tracer_provider)
+    return _StreamSafeServerInterceptor(tracer, filter_=_not_health())  # type: ignore[no-untyped-call]
+
+
+def _span_attributes(method: str, context: grpc.aio.ServicerContext[Any, Any]) -> dict[str, str | int]:
+    """The attributes the instrumentation puts on a server span (its ``_server.py``, ``_start_span``)."""
+    attributes: dict[str, str | int] = {
+        "rpc.system": "grpc",
+        "rpc.grpc.status_code": grpc.StatusCode.OK.value[0],
+    }
+    if method:
+        service, name = method.lstrip("/").split("/", 1)
+        attributes.update({"rpc.method": name, "rpc.service": service})
+    metadata = dict(context.invocation_metadata() or ())
+    if "user-agent" in metadata:
+        attributes["rpc.user_agent"] = str(metadata["user-agent"])
+    peer = context.peer()
+    if not peer.startswith("unix:"):  # ipv4:127.0.0.1:57284, ipv6:[::1]:57284
+        ip, _, port = peer.split(",")[0].split(":", 1)[-1].rpartition(":")
+        if ip:
+            ip = unquote(ip)
+            attributes.update({"net.peer.ip": ip, "net.peer.port": port})
+            if ip in ("[::1]", "127.0.0.1"):
+                attributes["net.peer.name"] = "localhost"
+    return attributes
+
+
+class _StreamSafeServerInterceptor(OpenTelemetryAioServerInterceptor):
+    """The instrumentation's aio server interceptor with response streams traced step by step.
+
+    Unary responses keep the instrumentation's wrapper: a coroutine starts and ends in one task.
+    """
+
+    def _intercept_aio_server_stream(
+        self,
+        behavior: Callable[..., AsyncGenerator[Any, None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Callable[..., AsyncGenerator[Any, None]]:
+        method = handler_call_details.method
+        method = method.decode() if isinstance(method, bytes) else method
+
+        async def traced_stream(
+            request: Any, context: grpc.aio.ServicerContext[Any, Any]
+        ) -> AsyncGenerator[Any, None]:
+            metadata = context.invocation_metadata()
+            parent = extract(dict(metadata)) if metadata else otel_context.get_current()
+            span = self._tracer.start_span(
+                name=method,
+                context=parent,
+                kind=trace.SpanKind.SERVER,
+                attributes=_span_attributes(method, context),
+                set_status_on_exception=False,
+            )
+            current = trace.set_span_in_context(span, parent)
+            wrapped = _OpenTelemetryAioServicerContext(context, span)  # type: ignore[no-untyped-call]
+            responses = behavior(request, wrapped)
+            try:
+                while True:
+                    # Attach and detach within one step: both run in the caller's context, whichever
+                    # task that is (the handler task, or the loop's finalizer after an early close).
+                    token = otel_context.attach(current)
+                    try:
+                        response = await anext(responses)
+                    except StopAsyncIteration:
+                        break
+                    finally:
+                        otel_context.detach(token)
+                    yield response
+            except Exception as error:
+                if type(error) is not Exception:  # as the instrumentation: bare Exception = an abort
+                    span.record_exception(error)
+                raise
+            finally:
+                token = otel_context.attach(current)
+                try:
+                    await responses.aclose()  # run the handler's own clean-up now, inside its span
+                finally:
+                    otel_context.detach(token)
+                    span.end()
+
+        return traced_stream
 
 
 def client_tracing_interceptors(

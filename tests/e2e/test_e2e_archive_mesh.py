@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,129 +16,100 @@ from pathlib import Path
 import grpc
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from mailmesh.history.v1 import history_pb2, history_pb2_grpc
 from mailmesh.ingest.v1 import ingest_pb2, ingest_pb2_grpc
+from meshharness import (
+    ENV_PREFIXES,
+    Allow,
+    LogLine,
+    ServiceProcess,
+    ServiceSpec,
+    free_base,
+    is_noise,
+    spawn,
+    wait_serving,
+)
 from wakucodec.bloom import bloom_match, topic_to_bloom, topics_to_bloom
 from wakucodec.envelope import Envelope
 from wakucodec.pow import seal
 from wakucodec.responses import split_sized
 
-ROOT = Path(__file__).resolve().parents[2]
-SERVICES = {"edge_peer": 1, "ingest": 2, "archive": 3, "history": 4}  # tools/run_mesh.py OFFSETS
+SERVICES = {"edge_peer": 1, "ingest": 2, "archive": 3, "history": 4}  # the harness catalog's offsets
 TOPICS = [bytes([0xE2, 0xE0, 0x00, i]) for i in range(4)] + [
     bytes.fromhex("0a1b2c08"),
     bytes.fromhex("5d6e7f08"),
 ]
 BLOOM_TOPICS = TOPICS[4:]
-START_DEADLINE_S = 60.0
-
-
-def _free_base(count: int = 5) -> int:
-    """A base port such that base+1 … base+count are free right now."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = int(s.getsockname()[1]) - 1
-        if base + count > 65000:
-            continue
-        try:
-            holders = []
-            for off in range(1, count + 1):
-                h = socket.socket()
-                holders.append(h)
-                h.bind(("127.0.0.1", base + off))
-        except OSError:
-            continue
-        finally:
-            for h in holders:
-                h.close()
-        return base
-    raise RuntimeError("no free port range found")
+START_DEADLINE_S = 180.0  # the runner itself waits up to 120 s for each service
+STOP_DEADLINE_S = 60.0  # four services, each with the runner's 10 s grace, stopped one after another
+READY = "mesh: every service is SERVING"
+#: A first start creates the cursor secret and warns that replicas must share it (services/history README).
+EXPECTED = [
+    Allow(r"^created cursor secret file .* with a random secret", logger="services.history.cursorkeys")
+]
 
 
 class Mesh:
-    """One run of tools/run_mesh.py."""
+    """One run of tools/run_mesh.py, through the process harness."""
 
     def __init__(self, state: Path, grpc_base: int, metrics_base: int) -> None:
         self.state, self.grpc_base, self.metrics_base = state, grpc_base, metrics_base
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.runner: ServiceProcess | None = None
+        self.runs: list[ServiceProcess] = []
 
     def addr(self, service: str) -> str:
         return f"127.0.0.1:{self.grpc_base + SERVICES[service]}"
 
     def start(self) -> None:
-        """Start the runner and wait until every service is SERVING."""
-        cmd = [
-            sys.executable,
-            str(ROOT / "tools" / "run_mesh.py"),
-            "--state-dir",
-            str(self.state),
-            "--grpc-base-port",
-            str(self.grpc_base),
-            "--metrics-base-port",
-            str(self.metrics_base),
-            "--devp2p-port",
-            str(self.grpc_base + 5),  # _free_base checked base+1 … base+5
-            "--grace",
-            "10",
-        ]
-        env = {**os.environ, "MAILMESH_LOG_LEVEL": "WARNING"}
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        for service in SERVICES:
-            self._wait_serving(service)
-
-    def _wait_serving(self, service: str) -> None:
-        """Block on grpc.health.v1 Watch until SERVING (event-driven, bounded by a deadline)."""
-        deadline = time.monotonic() + START_DEADLINE_S
-        while True:
-            assert self.proc is not None and self.proc.poll() is None, self.output()
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError(f"{service} not SERVING within {START_DEADLINE_S}s\n{self.output()}")
-            with grpc.insecure_channel(self.addr(service)) as ch:
-                try:
-                    grpc.channel_ready_future(ch).result(timeout=min(remaining, 5.0))
-                    watch = health_pb2_grpc.HealthStub(ch).Watch(
-                        health_pb2.HealthCheckRequest(service=""), timeout=min(remaining, 10.0)
-                    )
-                    for update in watch:
-                        if update.status == health_pb2.HealthCheckResponse.SERVING:
-                            watch.cancel()
-                            return
-                except (grpc.FutureTimeoutError, grpc.RpcError):
-                    continue  # not listening yet, or the watch hit its timeout: try again within the deadline
+        """Start the runner and wait for its line saying every service is SERVING (it checks health)."""
+        args = (
+            "--state-dir", str(self.state),
+            "--grpc-base-port", str(self.grpc_base),
+            "--metrics-base-port", str(self.metrics_base),
+            "--devp2p-port", str(self.grpc_base + 5),  # free_base checked base+1 … base+5
+            "--grace", "10",
+        )  # fmt: skip
+        spec = ServiceSpec(
+            name="run_mesh", module="tools.run_mesh", args=args, env={"MAILMESH_LOG_LEVEL": "WARNING"}
+        )
+        self.runner = spawn(spec, strip_env_prefixes=ENV_PREFIXES)
+        self.runs.append(self.runner)
+        self.runner.logs.wait_for(lambda line: line.text.startswith(READY), START_DEADLINE_S)
+        for service in SERVICES:  # and each answers health on the port the runner gave it
+            wait_serving(self.addr(service), "", 10)
 
     def stop(self) -> int:
         """SIGINT, as Ctrl-C does; returns the runner's exit code."""
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            return self.proc.wait(timeout=40)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            if self.proc.stdout is not None:
-                self.proc.stdout.close()
+        assert self.runner is not None
+        return self.runner.stop(STOP_DEADLINE_S, sig=signal.SIGINT)
 
-    def output(self) -> str:
-        """The runner's last output, once it has exited (for failure messages)."""
-        if self.proc is None or self.proc.stdout is None or self.proc.poll() is None:
-            return ""
-        return self.proc.stdout.read().decode(errors="replace")[-4000:]
+    def noise(self) -> list[str]:
+        """Lines at WARNING or above and stray output, from every service and the runner, over every run."""
+        noisy = []
+        for run in self.runs:
+            for line in run.logs.lines:
+                _name, sep, text = line.text.partition("| ")  # "archive   | {...}" from a service
+                if not sep:
+                    if not line.text.startswith("mesh: "):
+                        noisy.append(line.text)  # the runner's own output is only its "mesh: " lines
+                    continue
+                service_line = LogLine.parse(text)
+                if is_noise(service_line) and not any(a.matches(service_line) for a in EXPECTED):
+                    noisy.append(line.text)
+        return noisy
 
 
 @pytest.fixture
 def mesh(tmp_path: Path) -> Iterator[Mesh]:
-    m = Mesh(tmp_path / "state", _free_base(), _free_base())
+    m = Mesh(tmp_path / "state", free_base(5), free_base(4))
     try:
         m.start()
         yield m
     finally:  # also when start() failed half-way: never leave a runner (and its services) behind
-        if m.proc is not None and m.proc.poll() is None:
+        if m.runner is not None and m.runner.returncode is None:
             m.stop()
+    assert m.noise() == [], "\n".join(m.noise())
 
 
 def _envelopes(count: int, now: int) -> list[Envelope]:

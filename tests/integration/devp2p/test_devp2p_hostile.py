@@ -78,10 +78,10 @@ async def test_huge_size_prefix_is_dropped_without_reading_the_body() -> None:
     async with guarded() as g:
         client = await RawClient.connect(g.server)
         client.write(b"\xff\xff" + os.urandom(305))  # claims 64 KiB; nothing more is sent
-        start = time.monotonic()
         assert await client.expect_closed() == b""
-        assert time.monotonic() - start < CONFIG.session.handshake_timeout  # not a timeout: refused at once
+        # Refused at once for its size, not dropped when the handshake timer ran out.
         assert g.server.stats.rejected["handshake_failed"] == 1
+        assert g.server.stats.rejected["handshake_timeout"] == 0
 
 
 async def test_truncated_auth_then_eof() -> None:

@@ -12,10 +12,7 @@ import argparse
 import asyncio
 import os
 import random
-import signal
-import socket
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -25,6 +22,7 @@ from typing import Any
 import grpc.aio
 
 from mailmesh.history.v1 import history_pb2, history_pb2_grpc
+from meshharness import FreePorts, Mesh, plan
 from tests.integration.history.history_support import put, start_archive, start_history
 from wakucodec.envelope import make_envelope
 
@@ -171,12 +169,6 @@ async def main() -> None:
             await stop()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _cpu_s(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -188,51 +180,31 @@ PIDS: dict[str, int] = {}
 
 async def _processes(db: Path, archive_page: int) -> tuple[str, str, Callable[[], Awaitable[None]]]:
     """Start ``python -m services.archive`` and ``python -m services.history``; wait until both serve."""
-    archive_port, history_port = _free_port(), _free_port()
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("ARCHIVE_", "HISTORY_", "MAILMESH_"))}
-    base["MAILMESH_LOG_LEVEL"] = "WARNING"
-    archive_env = {
-        **base,
-        "ARCHIVE_GRPC_HOST": "127.0.0.1",
-        "ARCHIVE_GRPC_PORT": str(archive_port),
-        "ARCHIVE_METRICS_PORT": "-1",
-        "ARCHIVE_SQLITE_PATH": str(db),
-        "ARCHIVE_RETENTION_DAYS": "0",
-    }
+    quiet = {"MAILMESH_LOG_LEVEL": "WARNING"}
+    archive_env = {**quiet, "ARCHIVE_SQLITE_PATH": str(db), "ARCHIVE_RETENTION_DAYS": "0"}
     history_env = {
-        **base,
-        "HISTORY_GRPC_HOST": "127.0.0.1",
-        "HISTORY_GRPC_PORT": str(history_port),
-        "HISTORY_METRICS_PORT": "-1",
-        "HISTORY_ARCHIVE_ADDR": f"127.0.0.1:{archive_port}",
+        **quiet,
         "HISTORY_CURSOR_SECRETS": "bb" * 32,
         **({"HISTORY_ARCHIVE_PAGE": str(archive_page)} if archive_page else {}),
     }
     # HISTORY_LATENCY_PROFILE=<module>:<file>, e.g. services.history:/tmp/h.prof: cProfile that process.
     profiled, _, profile = os.environ.get("HISTORY_LATENCY_PROFILE", "").partition(":")
-    procs = [
-        await asyncio.create_subprocess_exec(
-            sys.executable,
-            *(["-m", "cProfile", "-o", profile] if module == profiled else []),
-            "-m",
-            module,
-            env=env,
-            cwd=Path(__file__).parents[3],
+    profiles = {kind: Path(profile) for kind in ("archive", "history") if f"services.{kind}" == profiled}
+    mesh = Mesh(
+        plan(
+            ["archive", "history"],
+            ports=FreePorts(metrics=False),
+            env={"archive": archive_env, "history": history_env},
+            profiles=profiles,
         )
-        for module, env in (("services.archive", archive_env), ("services.history", history_env))
-    ]
-    PIDS.update(archive=procs[0].pid, history=procs[1].pid)
-    for port in (archive_port, history_port):
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            await asyncio.wait_for(channel.channel_ready(), 30)
+    )
+    await mesh.start_async(60)
+    PIDS.update(archive=mesh.get("archive").pid, history=mesh.get("history").pid)
 
     async def stop() -> None:
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            await proc.wait()
+        await mesh.stop_async()
 
-    return f"127.0.0.1:{archive_port}", f"127.0.0.1:{history_port}", stop
+    return mesh.get("archive").address, mesh.get("history").address, stop
 
 
 def _fixed() -> history_pb2.HistoryQueryRequest:

@@ -202,12 +202,11 @@ async def test_archive_down_is_unavailable_within_the_deadline(make_history: His
         dead = f"127.0.0.1:{sock.getsockname()[1]}"
     down = await make_history(archive_address=dead)
     async with _stub(down) as stub:
-        started = time.monotonic()
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await query(stub, timeout=5, lower=1, upper=9, topics=[A])
-        elapsed = time.monotonic() - started
+        # UNAVAILABLE is history's own answer: had it waited out the caller's deadline, the client would
+        # have seen DEADLINE_EXCEEDED instead.
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
-        assert elapsed < 5
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await stub.Lookup(history_pb2.LookupRequest(envelope_hashes=[b"\x00" * 32]), timeout=5)
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE

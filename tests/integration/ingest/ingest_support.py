@@ -5,10 +5,6 @@ process, envelope factories, stream clients, and archive checks over gRPC.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import signal
-import sys
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +20,7 @@ from archivestore.factory import create_store
 from mailmesh.archive.v1 import archive_pb2, archive_pb2_grpc
 from mailmesh.ingest.v1 import ingest_pb2, ingest_pb2_grpc
 from meshcore import MeshServer
+from meshharness import FreePorts, ServiceProcess, ServiceSpec, plan, start_mesh
 from services.archive.config import Config as ArchiveConfig
 from services.archive.server import Deps as ArchiveDeps
 from services.archive.server import build as build_archive
@@ -179,82 +176,20 @@ async def start_ingest(archive_address: str, **env: str) -> IngestHandle:
 # ------------------------------------------------------------------------------------------ ingest process
 
 
-@dataclass
-class IngestProcess:
-    """``python -m services.ingest`` as a child process; its port is read from its JSON start-up log line."""
+async def spawn_ingest(archive_address: str, **env: str) -> ServiceProcess:
+    """Start the ingest service as a process (the harness) and wait (bounded) until it reports SERVING."""
 
-    proc: asyncio.subprocess.Process
-    port: int
-    lines: list[str] = field(default_factory=list)
-    _reader: asyncio.Task[None] | None = None
+    def specs() -> list[ServiceSpec]:
+        settings = {
+            "INGEST_ARCHIVE_ADDR": archive_address,
+            "INGEST_ARCHIVE_RECONNECT_MAX_SECONDS": "0.5",
+            "INGEST_ARCHIVE_TIMEOUT_SECONDS": "20",
+            **env,
+        }
+        return plan(["ingest"], ports=FreePorts(metrics=False), env={"ingest": settings})
 
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-
-    def terminate(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-
-    async def wait(self) -> int:
-        code = await asyncio.wait_for(self.proc.wait(), WAIT)
-        if self._reader is not None:
-            await asyncio.wait_for(self._reader, WAIT)
-        return code
-
-
-async def spawn_ingest(archive_address: str, **env: str) -> IngestProcess:
-    """Start the ingest service as a process and wait (bounded) until it logs that it serves."""
-    environ = {
-        **os.environ,
-        "INGEST_GRPC_HOST": "127.0.0.1",
-        "INGEST_GRPC_PORT": "0",
-        "INGEST_METRICS_PORT": "-1",
-        "INGEST_ARCHIVE_ADDR": archive_address,
-        "INGEST_ARCHIVE_RECONNECT_MAX_SECONDS": "0.5",
-        "INGEST_ARCHIVE_TIMEOUT_SECONDS": "20",
-        "MAILMESH_LOG_FORMAT": "json",
-        "PYTHONUNBUFFERED": "1",
-        **env,
-    }
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "services.ingest",
-        cwd=REPO,
-        env=environ,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    assert proc.stdout is not None
-    lines: list[str] = []
-    deadline = time.monotonic() + WAIT
-    port: int | None = None
-    while port is None:
-        line = await asyncio.wait_for(proc.stdout.readline(), max(deadline - time.monotonic(), 0.01))
-        if not line:
-            raise AssertionError(
-                f"ingest exited before serving (code {await proc.wait()}):\n" + "".join(lines)
-            )
-        text = line.decode(errors="replace")
-        lines.append(text)
-        try:
-            record = json.loads(text)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and record.get("msg", "").startswith("serving") and "grpc_port" in record:
-            port = int(record["grpc_port"])
-    handle = IngestProcess(proc, port, lines)
-
-    async def drain_output() -> None:  # keep reading so the child never blocks on a full pipe
-        assert proc.stdout is not None
-        async for raw in proc.stdout:
-            handle.lines.append(raw.decode(errors="replace"))
-
-    handle._reader = asyncio.get_running_loop().create_task(drain_output())
-    return handle
+    mesh = await asyncio.to_thread(start_mesh, specs, timeout=WAIT)
+    return mesh.get("ingest")
 
 
 # ----------------------------------------------------------------------------------- envelopes, clients

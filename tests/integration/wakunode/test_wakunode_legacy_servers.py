@@ -145,7 +145,8 @@ async def test_client_ends_a_geth_page_by_idleness_by_default() -> None:
         assert [e.raw for e in got] == [e.raw for e in ARCHIVE]
         assert page.result is not None and page.result.end is PageEnd.IDLE
         assert page.result.cursor == b"" and page.result.last_envelope_hash == ARCHIVE[-1].hash
-        assert GETH_IDLE_END_S - 0.01 <= elapsed < 20  # ended by the default idle end, not the timeout
+        # Ended by the default idle end (PageEnd.IDLE above, not TIMEOUT), and not before it was due.
+        assert elapsed >= GETH_IDLE_END_S - 0.01
         assert client.node.metrics.p2p_messages_received_total == {"single": len(ARCHIVE)}
 
 

@@ -78,9 +78,11 @@ async def test_a_schema_problem_is_not_retried() -> None:
 
 async def test_periodic_runs_until_stopped_or_done_and_survives_failures() -> None:
     calls: list[str] = []
+    runners: set[asyncio.Task[object] | None] = set()
 
     async def flaky() -> None:
         calls.append("run")
+        runners.add(asyncio.current_task())
         if len(calls) == 2:
             raise RuntimeError("boom")
 
@@ -90,20 +92,23 @@ async def test_periodic_runs_until_stopped_or_done_and_survives_failures() -> No
         await asyncio.sleep(0.001)
     await loop.stop()
     await loop.stop()
-    ran = loop.runs
-    await asyncio.sleep(0.01)
-    assert loop.runs == ran >= 4
+    # Every run happened in one task, and stop() returned only once that task had ended: no run can follow.
+    [runner] = runners
+    assert runner is not None and runner.done() and runner.cancelled()
+    assert loop.runs == len(calls) >= 4
 
-    attempts: list[int] = []
+    attempts: list[asyncio.Task[object] | None] = []
 
     async def opener() -> bool:
-        attempts.append(1)
+        attempts.append(asyncio.current_task())
         return len(attempts) == 3
 
     until_done = Periodic("open", 0.001, opener, backoff=2.0, max_interval_s=0.004)
     until_done.start()
     while len(attempts) < 3:
         await asyncio.sleep(0.001)
-    await asyncio.sleep(0.02)
-    assert len(attempts) == 3  # returning True ended the loop
+    opener_task = attempts[-1]
+    assert opener_task is not None
+    await asyncio.wait_for(opener_task, 30)  # returning True ends the loop on its own (not cancelled)
+    assert not opener_task.cancelled() and len(attempts) == 3 and set(attempts) == {opener_task}
     await until_done.stop()

@@ -31,6 +31,7 @@ class ScriptedIngest:
         self.auto_ack = auto_ack
         self.refuse = refuse
         self.streams = 0
+        self.pulls = 0  # times a stream's reader asked the forwarder for its next batch
         self.received: list[tuple[int, int, list[bytes]]] = []  # (stream, batch id, envelopes)
         self._acks: asyncio.Queue[IngestAck | Exception] | None = None
 
@@ -52,7 +53,13 @@ class ScriptedIngest:
         stream = self.streams
 
         async def read() -> None:
-            async for batch in batches:
+            pending = batches.__aiter__()
+            while True:
+                self.pulls += 1
+                try:
+                    batch = await anext(pending)
+                except StopAsyncIteration:
+                    return
                 self.received.append((stream, batch.batch_id, list(batch.envelopes)))
                 if self.auto_ack:
                     acks.put_nowait(IngestAck(batch.batch_id, len(batch.envelopes), 0, 0))
@@ -102,9 +109,10 @@ async def test_window_bounds_unacknowledged_batches() -> None:
     fwd = _forwarder(port, window=2)
     for tag in range(5):
         await fwd.submit(PEER, _envs(tag), 1.0)
-    await wait_until(lambda: len(port.received) == 2, what="two in flight")
-    await asyncio.sleep(0.05)
-    assert len(port.received) == 2
+    # The reader asks for a third batch while three are queued. The forwarder hands out a sendable batch
+    # without suspending, so a pull still pending (seen from this task) is one the window holds back.
+    await wait_until(lambda: len(port.received) == 2 and port.pulls == 3, what="a third batch asked for")
+    assert len(port.received) == 2 and fwd.buffered_envelopes == 5
     port.ack(port.received[0][1])
     await wait_until(lambda: len(port.received) == 3, what="a third after one ack")
     await fwd.close(0.01)

@@ -44,7 +44,7 @@ def _maybe_raise(request: bytes) -> None:
 
 
 class RawService:
-    """Handlers for the four RPC shapes plus ``Block`` and a fail-N-times ``Flaky``."""
+    """Handlers for the four RPC shapes plus ``Block``, a fail-N-times ``Flaky`` and an ``Endless`` stream."""
 
     def __init__(self) -> None:
         self.block_started = asyncio.Event()
@@ -73,6 +73,11 @@ class RawService:
             _maybe_raise(request)
             yield request.upper()
 
+    async def endless(self, request: bytes, context: Any) -> AsyncIterator[bytes]:
+        # Until the client goes away: the generator is suspended at a yield when the call is cancelled.
+        while True:
+            yield request * 1024
+
     async def block(self, request: bytes, context: Any) -> bytes:
         self.block_started.set()
         await self.release.wait()
@@ -96,6 +101,7 @@ class RawService:
             "Flaky": unary(self.flaky),
             "Flaky2": unary(self.flaky),
             "Repeat": grpc.unary_stream_rpc_method_handler(self.repeat, identity, identity),
+            "Endless": grpc.unary_stream_rpc_method_handler(self.endless, identity, identity),
             "Collect": grpc.stream_unary_rpc_method_handler(self.collect, identity, identity),
             "Chat": grpc.stream_stream_rpc_method_handler(self.chat, identity, identity),
         }

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import grpc
 import grpc.aio
@@ -17,9 +14,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 
 from meshcore.server import Registration, build_server
+from meshharness import ServiceProcess, ServiceSpec, spawn
 from tests.unit.meshcore.support import SERVICE, RawService, identity, runtime_for_tests, unary
 
-REPO = Path(__file__).resolve().parents[3]
+APP = "tests.unit.meshcore.sigterm_app"
 PROCESS_TIMEOUT = 30.0  # generous: a cold interpreter imports grpc and OpenTelemetry first
 
 
@@ -158,55 +156,36 @@ async def test_failing_and_slow_hooks_do_not_block_shutdown(
     assert any("stuck" in m and "did not finish" in m for m in messages)
 
 
-def _app_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SIGAPP_", "OTEL_", "MAILMESH_"))}
-    env.update({"SIGAPP_GRPC_HOST": "127.0.0.1", "SIGAPP_GRPC_PORT": "0", "SIGAPP_METRICS_PORT": "-1"})
-    env.update(extra)
-    return env
+def _spawn(**env: str) -> ServiceProcess:
+    """The app as a process (the harness; stdout and stderr merged), on a port it picks and announces."""
+    settings = {"SIGAPP_GRPC_HOST": "127.0.0.1", "SIGAPP_GRPC_PORT": "0", "SIGAPP_METRICS_PORT": "-1", **env}
+    return spawn(ServiceSpec(name="sigapp", module=APP, env=settings), strip_env_prefixes=("SIGAPP_",))
 
 
-async def _spawn(env: dict[str, str]) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.unit.meshcore.sigterm_app",
-        cwd=REPO,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+async def _read_until(proc: ServiceProcess, predicate: Callable[[str], bool]) -> str:
+    line = await asyncio.to_thread(proc.logs.wait_for, lambda line: predicate(line.text), PROCESS_TIMEOUT)
+    return line.text
 
 
-async def _read_until(proc: asyncio.subprocess.Process, predicate: Callable[[str], bool]) -> str:
-    assert proc.stdout is not None and proc.stderr is not None
-    while True:
-        line = (await asyncio.wait_for(proc.stdout.readline(), PROCESS_TIMEOUT)).decode()
-        if not line:
-            raise AssertionError("the app exited early: " + (await proc.stderr.read()).decode())
-        if predicate(line):
-            return line
-
-
-async def _finish(proc: asyncio.subprocess.Process) -> tuple[list[str], str]:
+async def _finish(proc: ServiceProcess) -> list[str]:
+    """Wait for the exit (SIGKILL if it does not come in time); every line it wrote."""
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), PROCESS_TIMEOUT)
+        await proc.wait_exit_async(PROCESS_TIMEOUT)
     finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    return out.decode().splitlines(), err.decode()
+        await proc.stop_async(0)
+    return [line.text for line in proc.logs.lines]
 
 
 async def test_sigterm_drains_and_exits_zero() -> None:
-    proc = await _spawn(_app_env(MAILMESH_LOG_FORMAT="json"))
+    proc = _spawn(MAILMESH_LOG_FORMAT="json")
     try:
         port = int((await _read_until(proc, lambda line: line.startswith("READY "))).split()[1])
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             assert await unary(channel, "Echo")(b"alive", timeout=5) == b"alive"
         proc.send_signal(signal.SIGTERM)
     finally:
-        lines, err = await _finish(proc)
-    assert proc.returncode == 0, err
+        lines = await _finish(proc)
+    assert proc.returncode == 0, lines
     assert "HOOK RAN" in lines
     logs = [json.loads(line) for line in lines if line.startswith("{")]
     assert {"SIGTERM received", "stopped"} <= {entry["msg"] for entry in logs}
@@ -215,12 +194,12 @@ async def test_sigterm_drains_and_exits_zero() -> None:
 
 async def test_second_signal_cuts_the_drain_short() -> None:
     # A grace far beyond PROCESS_TIMEOUT: only the second signal can make the app exit in time.
-    proc = await _spawn(_app_env(MAILMESH_LOG_FORMAT="json", SIGAPP_SHUTDOWN_GRACE_SECONDS="600"))
+    proc = _spawn(MAILMESH_LOG_FORMAT="json", SIGAPP_SHUTDOWN_GRACE_SECONDS="600")
     try:
         port = int((await _read_until(proc, lambda line: line.startswith("READY "))).split()[1])
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             blocked = asyncio.ensure_future(unary(channel, "Block")(b"", timeout=PROCESS_TIMEOUT))
-            await _read_until(proc, lambda line: line == "BLOCKED\n")
+            await _read_until(proc, lambda line: line == "BLOCKED")
             proc.send_signal(signal.SIGINT)
             await _read_until(proc, lambda line: "shutting down" in line)
             proc.send_signal(signal.SIGINT)
@@ -228,16 +207,15 @@ async def test_second_signal_cuts_the_drain_short() -> None:
                 await blocked
         assert failed.value.code() in {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED}
     finally:
-        lines, err = await _finish(proc)
-    assert proc.returncode == 0, err
+        lines = await _finish(proc)
+    assert proc.returncode == 0 and not proc.killed, lines
     assert "HOOK RAN" in lines
 
 
 async def test_bad_config_exits_2_listing_every_problem() -> None:
-    proc = await _spawn(_app_env(SIGAPP_GRPC_PORT="http", SIGAPP_METRICS_PORT="-7", SIGAPP_CRASH="maybe"))
-    _, err = await asyncio.wait_for(proc.communicate(), PROCESS_TIMEOUT)
+    proc = _spawn(SIGAPP_GRPC_PORT="http", SIGAPP_METRICS_PORT="-7", SIGAPP_CRASH="maybe")
+    text = "\n".join(await _finish(proc))
     assert proc.returncode == 2
-    text = err.decode()
     assert "3 configuration problem(s)" in text
     for name in ("SIGAPP_GRPC_PORT", "SIGAPP_METRICS_PORT", "SIGAPP_CRASH"):
         assert name in text
@@ -245,7 +223,7 @@ async def test_bad_config_exits_2_listing_every_problem() -> None:
 
 
 async def test_crash_exits_1_with_traceback() -> None:
-    proc = await _spawn(_app_env(SIGAPP_CRASH="true", MAILMESH_LOG_FORMAT="text"))
-    out, _ = await asyncio.wait_for(proc.communicate(), PROCESS_TIMEOUT)
+    proc = _spawn(SIGAPP_CRASH="true", MAILMESH_LOG_FORMAT="text")
+    text = "\n".join(await _finish(proc))
     assert proc.returncode == 1
-    assert "RuntimeError: crash requested" in out.decode()
+    assert "RuntimeError: crash requested" in text

@@ -1,19 +1,22 @@
-"""Tracing: spans on both sides of each hop share one trace; health checks make no spans."""
+"""Tracing: spans on both sides of each hop share one trace (streams too); health checks make no spans; a
+stream its client closes early ends its span quietly."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import Any
 
 import grpc
 import grpc.aio
+import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry.trace import SpanKind
 
 from meshcore.clients import make_channel
 from meshcore.server import Registration, build_server
 from meshcore.tracing import setup_tracing
-from tests.unit.meshcore.support import SERVICE, Running, identity, runtime_for_tests, unary
+from tests.unit.meshcore.support import SERVICE, Running, identity, runtime_for_tests, server_stream, unary
 
 FRONT = "meshcore.test.v1.Front"
 
@@ -97,3 +100,39 @@ def test_setup_tracing_with_endpoint_adds_a_batch_exporter() -> None:
         assert [type(p).__name__ for p in processors] == ["BatchSpanProcessor"]
     finally:
         provider.shutdown()
+
+
+async def test_a_stream_is_traced_as_a_child_of_its_client_span(running: Running) -> None:
+    with contextlib.suppress(grpc.aio.AioRpcError):
+        replies = [r async for r in server_stream(running.channel, "Repeat")(b"raise:NotFound")]
+        assert replies == [b"raise:NotFound#0"]  # one message, then the handler raised
+    spans = await running.exporter.wait_for(2)
+    client = next(s for s in spans if s.kind is SpanKind.CLIENT)
+    server = next(s for s in spans if s.kind is SpanKind.SERVER)
+    assert server.parent is not None and server.parent.is_remote
+    assert server.parent.span_id == client.context.span_id
+    assert server.name == f"/{SERVICE}/Repeat"
+    assert server.attributes is not None
+    assert server.attributes["rpc.method"] == "Repeat" and server.attributes["rpc.service"] == SERVICE
+    assert server.attributes["net.peer.name"] == "localhost"
+    assert server.attributes["rpc.grpc.status_code"] == grpc.StatusCode.NOT_FOUND.value[0]
+
+
+async def test_a_stream_its_client_closes_early_ends_its_span_without_a_context_error(
+    running: Running, caplog: pytest.LogCaptureFixture
+) -> None:
+    """gRPC cancels the handler while its generator is parked at a yield; the loop closes the generator
+    later from another task. OTel's own stream wrapper then logged ERROR "Failed to detach context"."""
+    caplog.set_level(logging.WARNING)
+    call = server_stream(running.channel, "Endless")(b"abcd")
+    async for reply in call:
+        assert reply.startswith(b"abcd")
+        break
+    call.cancel()
+    # The server span ends only once the abandoned generator has been closed: that is the event awaited
+    # (the client's span may stay open: the client abandoned its side of the stream too).
+    exporter = running.exporter
+    while not (ended := [s for s in exporter.get_finished_spans() if s.kind is SpanKind.SERVER]):
+        await exporter.wait_for(len(exporter.get_finished_spans()) + 1)
+    assert [s.name for s in ended] == [f"/{SERVICE}/Endless"]
+    assert [(r.name, r.getMessage()) for r in caplog.records if r.levelno >= logging.WARNING] == []

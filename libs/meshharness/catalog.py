@@ -1,0 +1,99 @@
+"""The services the harness knows how to start: one :class:`ServiceKind` each.
+
+Adding a service to ``make run``, the e2e mesh and the benchmarks is one entry in :data:`CATALOG`: its
+module, env prefix, health name, port offset (``make run`` ports are ``50050 + offset`` for gRPC and
+``9150 + offset`` for metrics, the defaults each service's config declares) and the services it calls.
+A dependency's address reaches it as ``<PREFIX>_<DEPENDENCY PREFIX>_ADDR`` (``INGEST_ARCHIVE_ADDR``), the
+convention every service config follows (docs/service-template.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+__all__ = ["CATALOG", "ENV_PREFIXES", "ServiceKind", "kind"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceKind:
+    """How to run one kind of service as a process."""
+
+    name: str
+    """Catalog key and default instance name (``archive``)."""
+    module: str
+    """Run as ``python -m <module>``."""
+    prefix: str
+    """Its env prefix, without the underscore (``ARCHIVE``)."""
+    health: str
+    """The full gRPC service name it reports SERVING once ready to serve."""
+    offset: int
+    """Port offset in the fixed layout (``make run``)."""
+    needs: tuple[str, ...] = ()
+    """Catalog names of the services it calls; they start first and it gets their addresses."""
+    state_files: Mapping[str, str] = field(default_factory=dict)
+    """Env var -> file name under the mesh's state directory (a database, a key, a secret)."""
+    extra_ports: Mapping[str, int] = field(default_factory=dict)
+    """Env var -> port in the fixed layout, for listeners besides gRPC and metrics (the devp2p port).
+    With free ports each gets a free port, and its ``*_HOST`` twin (``EDGE_LISTEN_HOST``) is loopback."""
+    instance_var: str = ""
+    """Env var naming the replica (in its logs and metrics) when a mesh runs several."""
+
+    def addr_var(self, dependency: ServiceKind) -> str:
+        """The variable that carries ``dependency``'s address to this service."""
+        return f"{self.prefix}_{dependency.prefix}_ADDR"
+
+
+CATALOG: Mapping[str, ServiceKind] = {
+    k.name: k
+    for k in (
+        ServiceKind(
+            name="archive",
+            module="services.archive",
+            prefix="ARCHIVE",
+            health="mailmesh.archive.v1.ArchiveService",
+            offset=3,
+            state_files={"ARCHIVE_SQLITE_PATH": "archive.sqlite3"},
+        ),
+        ServiceKind(
+            name="ingest",
+            module="services.ingest",
+            prefix="INGEST",
+            health="mailmesh.ingest.v1.IngestService",
+            offset=2,
+            needs=("archive",),
+        ),
+        ServiceKind(
+            name="history",
+            module="services.history",
+            prefix="HISTORY",
+            health="mailmesh.history.v1.HistoryQueryService",
+            offset=4,
+            needs=("archive",),
+            state_files={"HISTORY_CURSOR_SECRET_FILE": "cursor.secret"},
+        ),
+        ServiceKind(
+            name="edge_peer",
+            module="services.edge_peer",
+            prefix="EDGE",
+            health="mailmesh.edgepeer.v1.EdgePeerService",
+            offset=1,
+            needs=("ingest", "history"),
+            state_files={"EDGE_NODE_KEY_FILE": "edge-peer.nodekey"},
+            extra_ports={"EDGE_LISTEN_PORT": 30303},
+            instance_var="EDGE_INSTANCE",
+        ),
+    )
+}
+"""Every service, by name."""
+
+ENV_PREFIXES: tuple[str, ...] = tuple(f"{k.prefix}_" for k in CATALOG.values())
+"""The env prefixes of every known service (stripped from a parent's environment before a test starts one)."""
+
+
+def kind(name: str) -> ServiceKind:
+    """The catalog entry ``name``; ``KeyError`` lists the known ones."""
+    try:
+        return CATALOG[name]
+    except KeyError:
+        raise KeyError(f"unknown service {name!r}; known: {', '.join(CATALOG)}") from None
