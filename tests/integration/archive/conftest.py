@@ -1,5 +1,2 @@
-"""Assertion rewriting for the shared contract suite and its model (they are imported, not collected)."""
-
-import pytest
-
-pytest.register_assert_rewrite("tests.integration.archive.contract", "tests.integration.archive.model")
+"""Fixtures of the archive contract tier: none of its own (the contract suite and its model, whose asserts
+tests/conftest.py registers for rewriting, are imported by the backend bindings)."""

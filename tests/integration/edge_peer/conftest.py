@@ -7,11 +7,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.register_assert_rewrite("tests.integration.edge_peer.edge_peer_support")
-
-from mailmesh.history.v1 import history_pb2_grpc  # noqa: E402
-from mailmesh.ingest.v1 import ingest_pb2_grpc  # noqa: E402
-from tests.integration.edge_peer.edge_peer_support import (  # noqa: E402
+from mailmesh.history.v1 import history_pb2_grpc
+from mailmesh.ingest.v1 import ingest_pb2_grpc
+from tests.integration.edge_peer.edge_peer_support import (
     Edge,
     FakeHistory,
     FakeIngest,

@@ -8,11 +8,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.register_assert_rewrite("tests.integration.health.health_support")
-
-from mailmesh.history.v1 import history_pb2_grpc  # noqa: E402
-from mailmesh.ingest.v1 import ingest_pb2_grpc  # noqa: E402
-from tests.integration.edge_peer.edge_peer_support import (  # noqa: E402
+from mailmesh.history.v1 import history_pb2_grpc
+from mailmesh.ingest.v1 import ingest_pb2_grpc
+from tests.integration.edge_peer.edge_peer_support import (
     Edge,
     FakeHistory,
     FakeIngest,
@@ -21,9 +19,9 @@ from tests.integration.edge_peer.edge_peer_support import (  # noqa: E402
     start_fake,
     stop_edge,
 )
-from tests.integration.health.health_support import HealthHandle, start_health  # noqa: E402
-from tests.integration.history.history_support import ArchiveHandle, start_archive  # noqa: E402
-from wakunode.client import WakuClient  # noqa: E402
+from tests.integration.health.health_support import HealthHandle, start_health
+from tests.integration.history.history_support import ArchiveHandle, start_archive
+from wakunode.client import WakuClient
 
 EdgeFactory = Callable[..., Awaitable[Edge]]
 HealthFactory = Callable[..., Awaitable[HealthHandle]]

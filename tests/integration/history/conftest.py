@@ -8,12 +8,9 @@ from pathlib import Path
 import grpc.aio
 import pytest
 
-pytest.register_assert_rewrite("tests.integration.history.history_support")
-
-# The imports below come after the registration so the helpers' asserts are rewritten.
-from mailmesh.archive.v1 import archive_pb2_grpc  # noqa: E402
-from mailmesh.history.v1 import history_pb2_grpc  # noqa: E402
-from tests.integration.history.history_support import (  # noqa: E402
+from mailmesh.archive.v1 import archive_pb2_grpc
+from mailmesh.history.v1 import history_pb2_grpc
+from tests.integration.history.history_support import (
     ArchiveHandle,
     HistoryHandle,
     start_archive,

@@ -7,10 +7,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.register_assert_rewrite("tests.integration.ingest.ingest_support")
-
 # After the registration, so the helpers' asserts are rewritten.
-from tests.integration.ingest.ingest_support import (  # noqa: E402
+from tests.integration.ingest.ingest_support import (
     ArchiveHandle,
     ArchiveView,
     IngestHandle,
