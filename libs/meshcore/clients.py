@@ -1,8 +1,13 @@
 """Client channels to other Mailmesh services, and errors coming back from them.
 
-:func:`make_channel` gives a ``grpc.aio`` channel with a JSON service config (default deadline,
-retry policy for the methods the caller declares idempotent, retry throttling), message-size
-limits, and the OpenTelemetry and go-grpc-prometheus client interceptors. A service's
+:func:`make_channel` gives a ``grpc.aio`` channel with a default deadline on every call, a JSON
+service config (retry policy for the methods the caller declares idempotent, retry throttling),
+message-size limits, and the OpenTelemetry and go-grpc-prometheus client interceptors.
+
+The default deadline is applied by a client interceptor, not by the service config's ``timeout``:
+grpcio (C-core, seen in 1.85.1; grpc/grpc issues #34547 and #40633) fails calls at once with
+DEADLINE_EXCEEDED when a service-config timeout is about a second or less, which broke the health
+service's 0.5 s checks. A service's
 ``clients.py`` wraps generated stubs over it, passes ``timeout=remaining_timeout(...)`` on every
 call (:mod:`meshcore.deadlines`), and turns failures into our errors::
 
@@ -36,6 +41,7 @@ from meshcore.tracing import client_tracing_interceptors
 __all__ = [
     "MAX_RETRY_ATTEMPTS",
     "client_metrics_interceptors",
+    "default_deadline_interceptors",
     "make_channel",
     "service_config",
     "translate_rpc_error",
@@ -63,10 +69,12 @@ def service_config(
 ) -> dict[str, Any]:
     """Build the gRPC service config :func:`make_channel` uses (exposed for inspection and tests).
 
-    Every method of ``service_name`` gets ``timeout_s`` as its default deadline; only
-    ``idempotent_methods`` get the retry policy, because retrying a non-idempotent call can
-    apply it twice. The more specific per-method entry wins over the service-wide one.
+    Only ``idempotent_methods`` get the retry policy, because retrying a non-idempotent call can
+    apply it twice. ``timeout_s`` is validated here but applied by :func:`make_channel`'s deadline
+    interceptor (see the module docstring for why the config carries no ``timeout``).
     """
+    if timeout_s <= 0:
+        raise ValueError("timeout_s must be > 0")
     if not 1 <= retry_attempts <= MAX_RETRY_ATTEMPTS:
         raise ValueError(f"retry_attempts must be 1..{MAX_RETRY_ATTEMPTS} (attempts including the first)")
     if retry_attempts > 1 and not idempotent_methods:
@@ -75,14 +83,11 @@ def service_config(
     unknown = [c for c in codes if c not in grpc.StatusCode.__members__ or c == "OK"]
     if unknown:
         raise ValueError(f"not retryable status codes: {', '.join(unknown)}")
-    method_config: list[dict[str, Any]] = [
-        {"name": [{"service": service_name}], "timeout": _duration(timeout_s)}
-    ]
+    method_config: list[dict[str, Any]] = []
     if retry_attempts > 1:
         method_config.append(
             {
                 "name": [{"service": service_name, "method": m} for m in idempotent_methods],
-                "timeout": _duration(timeout_s),
                 "retryPolicy": {
                     "maxAttempts": retry_attempts,
                     "initialBackoff": _duration(initial_backoff_s),
@@ -137,6 +142,7 @@ def make_channel(
         load_balancing=load_balancing,
     )
     chain: list[grpc.aio.ClientInterceptor] = [
+        *default_deadline_interceptors(timeout_s),
         *client_tracing_interceptors(tracer_provider),
         *client_metrics_interceptors(ClientMetrics.for_registry(registry)),
         *interceptors,
@@ -152,6 +158,49 @@ def make_channel(
         ],
         interceptors=chain,
     )
+
+
+def _with_default(details: grpc.aio.ClientCallDetails, timeout_s: float) -> grpc.aio.ClientCallDetails:
+    if details.timeout is not None:
+        return details
+    return grpc.aio.ClientCallDetails(
+        details.method, timeout_s, details.metadata, details.credentials, details.wait_for_ready
+    )
+
+
+class _DefaultDeadline:
+    def __init__(self, timeout_s: float) -> None:
+        self._timeout_s = timeout_s
+
+
+class _UnaryUnaryDeadline(_DefaultDeadline, grpc.aio.UnaryUnaryClientInterceptor):
+    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(_with_default(details, self._timeout_s), request)
+
+
+class _UnaryStreamDeadline(_DefaultDeadline, grpc.aio.UnaryStreamClientInterceptor):
+    async def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(_with_default(details, self._timeout_s), request)
+
+
+class _StreamUnaryDeadline(_DefaultDeadline, grpc.aio.StreamUnaryClientInterceptor):
+    async def intercept_stream_unary(self, continuation: Any, details: Any, requests: Any) -> Any:
+        return await continuation(_with_default(details, self._timeout_s), requests)
+
+
+class _StreamStreamDeadline(_DefaultDeadline, grpc.aio.StreamStreamClientInterceptor):
+    async def intercept_stream_stream(self, continuation: Any, details: Any, requests: Any) -> Any:
+        return await continuation(_with_default(details, self._timeout_s), requests)
+
+
+def default_deadline_interceptors(timeout_s: float) -> list[grpc.aio.ClientInterceptor]:
+    """Give every call without a ``timeout=`` the deadline ``timeout_s`` (one interceptor per call kind)."""
+    return [
+        _UnaryUnaryDeadline(timeout_s),
+        _UnaryStreamDeadline(timeout_s),
+        _StreamUnaryDeadline(timeout_s),
+        _StreamStreamDeadline(timeout_s),
+    ]
 
 
 def translate_rpc_error(err: grpc.aio.AioRpcError) -> MeshError:

@@ -83,6 +83,14 @@ CATALOG: Mapping[str, ServiceKind] = {
             extra_ports={"EDGE_LISTEN_PORT": 30303},
             instance_var="EDGE_INSTANCE",
         ),
+        ServiceKind(
+            name="health",
+            module="services.health",
+            prefix="HEALTH",
+            health="mailmesh.health.v1.HealthService",
+            offset=7,
+            needs=("archive", "ingest", "history", "edge_peer"),
+        ),
     )
 }
 """Every service, by name."""

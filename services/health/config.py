@@ -35,40 +35,40 @@ class Config(FromEnv):
         "HEALTH", service_name="health", grpc_port=50057, metrics_port=9157
     )
     edge_peer_addrs: tuple[str, ...] = setting(
-        "HEALTH_EDGE_PEER_ADDRS",
+        "HEALTH_EDGE_ADDR",
         _targets,
         default="127.0.0.1:50051",
         doc="Edge-peer instances (mailmesh.edgepeer.v1.EdgePeerService), comma-separated host:port; their "
         "distinct Waku peers make the peer count. At least one.",
     )
     archive_addrs: tuple[str, ...] = setting(
-        "HEALTH_ARCHIVE_ADDRS",
+        "HEALTH_ARCHIVE_ADDR",
         _targets,
         default="127.0.0.1:50053",
         doc="Archive replicas, comma-separated host:port; the node is Unhealthy unless at least one answers "
         "grpc.health.v1 SERVING for mailmesh.archive.v1.ArchiveService. At least one.",
     )
     ingest_addrs: tuple[str, ...] = setting(
-        "HEALTH_INGEST_ADDRS",
+        "HEALTH_INGEST_ADDR",
         _targets,
         default="127.0.0.1:50052",
         doc="Ingest replicas whose grpc.health.v1 status is reported (information only); empty = none.",
     )
     history_addrs: tuple[str, ...] = setting(
-        "HEALTH_HISTORY_ADDRS",
+        "HEALTH_HISTORY_ADDR",
         _targets,
         default="127.0.0.1:50054",
         doc="history-query replicas whose grpc.health.v1 status is reported (information only); "
         "empty = none.",
     )
     send_addrs: tuple[str, ...] = setting(
-        "HEALTH_SEND_ADDRS",
+        "HEALTH_SEND_ADDR",
         _targets,
         default="127.0.0.1:50055",
         doc="Send replicas whose grpc.health.v1 status is reported (information only); empty = none.",
     )
     subscription_addrs: tuple[str, ...] = setting(
-        "HEALTH_SUBSCRIPTION_ADDRS",
+        "HEALTH_SUBSCRIPTION_ADDR",
         _targets,
         default="127.0.0.1:50056",
         doc="Subscription replicas whose grpc.health.v1 status is reported (information only); empty = none.",
@@ -130,8 +130,8 @@ class Config(FromEnv):
                 "HEALTH_LOSS_HOLD_SECONDS must be <= HEALTH_HOLD_SECONDS (losses are never slower)"
             )
         if not self.edge_peer_addrs:
-            problems.append("HEALTH_EDGE_PEER_ADDRS must list at least one edge peer")
+            problems.append("HEALTH_EDGE_ADDR must list at least one edge peer")
         if not self.archive_addrs:
-            problems.append("HEALTH_ARCHIVE_ADDRS must list at least one archive")
+            problems.append("HEALTH_ARCHIVE_ADDR must list at least one archive")
         if problems:
             raise ValueError("; ".join(problems))

@@ -17,6 +17,8 @@ import grpc
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from mailmesh.common.v1 import common_pb2
+from mailmesh.health.v1 import health_pb2, health_pb2_grpc
 from mailmesh.history.v1 import history_pb2, history_pb2_grpc
 from mailmesh.ingest.v1 import ingest_pb2, ingest_pb2_grpc
 from meshharness import (
@@ -35,14 +37,14 @@ from wakucodec.envelope import Envelope
 from wakucodec.pow import seal
 from wakucodec.responses import split_sized
 
-SERVICES = {"edge_peer": 1, "ingest": 2, "archive": 3, "history": 4}  # the harness catalog's offsets
+SERVICES = {"edge_peer": 1, "ingest": 2, "archive": 3, "history": 4, "health": 7}  # the catalog's offsets
 TOPICS = [bytes([0xE2, 0xE0, 0x00, i]) for i in range(4)] + [
     bytes.fromhex("0a1b2c08"),
     bytes.fromhex("5d6e7f08"),
 ]
 BLOOM_TOPICS = TOPICS[4:]
 START_DEADLINE_S = 180.0  # the runner itself waits up to 120 s for each service
-STOP_DEADLINE_S = 60.0  # four services, each with the runner's 10 s grace, stopped one after another
+STOP_DEADLINE_S = 75.0  # five services, each with the runner's 10 s grace, stopped one after another
 READY = "mesh: every service is SERVING"
 #: A first start creates the cursor secret and warns that replicas must share it (services/history README).
 EXPECTED = [
@@ -67,7 +69,7 @@ class Mesh:
             "--state-dir", str(self.state),
             "--grpc-base-port", str(self.grpc_base),
             "--metrics-base-port", str(self.metrics_base),
-            "--devp2p-port", str(self.grpc_base + 5),  # free_base checked base+1 … base+5
+            "--devp2p-port", str(self.grpc_base + 8),  # free_base checked base+1 … base+8
             "--grace", "10",
         )  # fmt: skip
         spec = ServiceSpec(
@@ -102,7 +104,7 @@ class Mesh:
 
 @pytest.fixture
 def mesh(tmp_path: Path) -> Iterator[Mesh]:
-    m = Mesh(tmp_path / "state", free_base(5), free_base(4))
+    m = Mesh(tmp_path / "state", free_base(8), free_base(7))
     try:
         m.start()
         yield m
@@ -209,3 +211,27 @@ def test_a_forged_cursor_is_refused_with_a_clear_error(mesh: Mesh) -> None:
             list(stub.Query(req, timeout=10))
     assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert "cursor" in (info.value.details() or "")
+
+
+def test_the_health_service_sees_the_mesh_and_reports_no_waku_peers(mesh: Mesh) -> None:
+    """make run's health service reads the runner's edge peer and archive: no Waku peer yet → Unhealthy.
+
+    The runner spawns every service before waiting for them, so the health service's first polls may find the
+    edge peer or the archive not yet listening: follow WatchHealth (every change) until a report has polled
+    both.
+    """
+
+    def polled(report: health_pb2.HealthReport) -> bool:
+        archive = [s.status for s in report.services if s.service == "archive"]
+        return all(e.reachable for e in report.edge_peers) and archive == [health_pb2.SERVING_STATUS_SERVING]
+
+    with grpc.insecure_channel(mesh.addr("health")) as ch:
+        watch = health_pb2_grpc.HealthServiceStub(ch).WatchHealth(
+            health_pb2.WatchHealthRequest(mode=health_pb2.WATCH_MODE_ANY), timeout=30
+        )
+        report = next(m.report for m in watch if polled(m.report))
+        watch.cancel()
+    assert [e.target for e in report.edge_peers] == [mesh.addr("edge_peer")]
+    assert report.status == common_pb2.HEALTH_STATUS_UNHEALTHY
+    assert report.connection_status == common_pb2.CONNECTION_STATUS_DISCONNECTED
+    assert [r.code for r in report.reasons][:1] == [health_pb2.HEALTH_REASON_CODE_NO_PEERS]

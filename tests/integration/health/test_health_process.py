@@ -29,12 +29,12 @@ def _env(**extra: str) -> dict[str, str]:
             "HEALTH_GRPC_HOST": "127.0.0.1",
             "HEALTH_GRPC_PORT": "0",
             "HEALTH_METRICS_PORT": "-1",
-            "HEALTH_EDGE_PEER_ADDRS": NOWHERE,
-            "HEALTH_ARCHIVE_ADDRS": NOWHERE,
-            "HEALTH_INGEST_ADDRS": "",
-            "HEALTH_HISTORY_ADDRS": "",
-            "HEALTH_SEND_ADDRS": "",
-            "HEALTH_SUBSCRIPTION_ADDRS": "",
+            "HEALTH_EDGE_ADDR": NOWHERE,
+            "HEALTH_ARCHIVE_ADDR": NOWHERE,
+            "HEALTH_INGEST_ADDR": "",
+            "HEALTH_HISTORY_ADDR": "",
+            "HEALTH_SEND_ADDR": "",
+            "HEALTH_SUBSCRIPTION_ADDR": "",
             "HEALTH_SHUTDOWN_GRACE_SECONDS": "600",
             "MAILMESH_LOG_FORMAT": "json",
         }
@@ -109,7 +109,7 @@ async def test_serves_and_sigterm_ends_open_watches_then_exits_zero() -> None:
 
 
 async def test_bad_config_exits_two_naming_every_problem() -> None:
-    proc = await _spawn(_env(HEALTH_HEALTHY_PEERS="2", HEALTH_EDGE_PEER_ADDRS="nowhere"))
+    proc = await _spawn(_env(HEALTH_HEALTHY_PEERS="2", HEALTH_EDGE_ADDR="nowhere"))
     _, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
     assert proc.returncode == 2
-    assert "HEALTH_EDGE_PEER_ADDRS" in err.decode()
+    assert "HEALTH_EDGE_ADDR" in err.decode()

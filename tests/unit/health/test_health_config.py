@@ -30,8 +30,8 @@ def test_defaults_match_the_local_ports_and_the_spec_thresholds() -> None:
 def test_target_lists_parse_and_may_be_empty_for_informational_services() -> None:
     cfg = Config.from_env(
         {
-            "HEALTH_EDGE_PEER_ADDRS": "edge-0.edge:50051, edge-1.edge:50051,[::1]:50051",
-            "HEALTH_SEND_ADDRS": "",
+            "HEALTH_EDGE_ADDR": "edge-0.edge:50051, edge-1.edge:50051,[::1]:50051",
+            "HEALTH_SEND_ADDR": "",
             "HEALTH_HOLD_SECONDS": "500ms",
         }
     )
@@ -44,10 +44,10 @@ def test_target_lists_parse_and_may_be_empty_for_informational_services() -> Non
     [
         ({"HEALTH_HEALTHY_PEERS": "3"}, "HEALTH_HEALTHY_PEERS must be >= HEALTH_MINIMALLY_HEALTHY_PEERS"),
         ({"HEALTH_LOSS_HOLD_SECONDS": "5"}, "HEALTH_LOSS_HOLD_SECONDS must be <= HEALTH_HOLD_SECONDS"),
-        ({"HEALTH_EDGE_PEER_ADDRS": ""}, "HEALTH_EDGE_PEER_ADDRS must list at least one"),
-        ({"HEALTH_ARCHIVE_ADDRS": " , "}, "HEALTH_ARCHIVE_ADDRS must list at least one"),
-        ({"HEALTH_ARCHIVE_ADDRS": "a:1,a:1"}, "listed twice"),
-        ({"HEALTH_INGEST_ADDRS": "dns:///ingest:50052"}, "HEALTH_INGEST_ADDRS"),
+        ({"HEALTH_EDGE_ADDR": ""}, "HEALTH_EDGE_ADDR must list at least one"),
+        ({"HEALTH_ARCHIVE_ADDR": " , "}, "HEALTH_ARCHIVE_ADDR must list at least one"),
+        ({"HEALTH_ARCHIVE_ADDR": "a:1,a:1"}, "listed twice"),
+        ({"HEALTH_INGEST_ADDR": "dns:///ingest:50052"}, "HEALTH_INGEST_ADDR"),
         ({"HEALTH_MINIMALLY_HEALTHY_PEERS": "0"}, "HEALTH_MINIMALLY_HEALTHY_PEERS"),
     ],
 )

@@ -51,6 +51,7 @@ class RawService:
         self.release = asyncio.Event()
         self.flaky_failures = 0
         self.flaky_attempts = 0
+        self.block_time_remaining: float | None = None
 
     async def echo(self, request: bytes, context: Any) -> bytes:
         _maybe_raise(request)
@@ -79,6 +80,7 @@ class RawService:
             yield request * 1024
 
     async def block(self, request: bytes, context: Any) -> bytes:
+        self.block_time_remaining = context.time_remaining()
         self.block_started.set()
         await self.release.wait()
         return b"released"

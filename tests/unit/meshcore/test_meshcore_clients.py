@@ -69,8 +69,8 @@ def test_service_config_shape_and_validation() -> None:
     config = service_config(
         "pkg.Svc", timeout_s=2, retry_attempts=3, idempotent_methods=("Get",), initial_backoff_s=0.1
     )
-    assert config["methodConfig"][0] == {"name": [{"service": "pkg.Svc"}], "timeout": "2s"}
-    retry = config["methodConfig"][1]
+    assert all("timeout" not in entry for entry in config["methodConfig"])  # see test_short_default_deadline
+    [retry] = config["methodConfig"]
     assert retry["name"] == [{"service": "pkg.Svc", "method": "Get"}]
     assert retry["retryPolicy"] == {
         "maxAttempts": 3,
@@ -87,14 +87,14 @@ def test_service_config_shape_and_validation() -> None:
         idempotent_methods=("Get",),
         retryable_codes=(grpc.StatusCode.UNAVAILABLE, "resource_exhausted"),
     )
-    assert both["methodConfig"][1]["retryPolicy"]["retryableStatusCodes"] == [
+    assert both["methodConfig"][0]["retryPolicy"]["retryableStatusCodes"] == [
         "UNAVAILABLE",
         "RESOURCE_EXHAUSTED",
     ]
     json.dumps(config)  # what make_channel hands to gRPC
-    assert service_config("pkg.Svc", timeout_s=1)["methodConfig"] == [
-        {"name": [{"service": "pkg.Svc"}], "timeout": "1s"}
-    ]
+    assert service_config("pkg.Svc", timeout_s=1) == {"methodConfig": []}
+    with pytest.raises(ValueError, match="timeout_s"):
+        service_config("pkg.Svc", timeout_s=0)
     with pytest.raises(ValueError, match="idempotent"):
         service_config("pkg.Svc", timeout_s=1, retry_attempts=2)
     with pytest.raises(ValueError, match=r"1\.\.5"):
@@ -180,3 +180,34 @@ async def test_remaining_timeout_refuses_an_expired_deadline() -> None:
     # Its own task, as for a real RPC, so the binding does not outlive the scenario.
     await asyncio.create_task(scenario())
     assert remaining_timeout(3.0) == 3.0
+
+
+@pytest.mark.parametrize("timeout_s", [0.5, 1.0])
+async def test_short_default_deadline_lets_a_fast_call_through(running: Running, timeout_s: float) -> None:
+    """A default deadline of a second or less: grpcio's service-config timeout failed such calls at once."""
+    channel = make_channel(
+        f"127.0.0.1:{running.mesh.port}", service_name=SERVICE, timeout_s=timeout_s, registry=running.registry
+    )
+    async with channel:
+        assert await unary(channel, "Echo")(b"hi") == b"hi"
+
+
+async def test_a_call_without_timeout_gets_the_default_deadline_and_an_explicit_one_wins(
+    running: Running,
+) -> None:
+    channel = make_channel(
+        f"127.0.0.1:{running.mesh.port}", service_name=SERVICE, timeout_s=0.3, registry=running.registry
+    )
+    async with channel:
+        with pytest.raises(grpc.aio.AioRpcError) as failed:
+            await unary(channel, "Block")(b"")  # blocks until released: only the default deadline ends it
+        assert failed.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+        default_left = running.service.block_time_remaining
+        assert default_left is not None and 0 < default_left <= 0.3
+        running.service.block_started.clear()
+        call = unary(channel, "Block")(b"", timeout=30)
+        await running.service.block_started.wait()
+        explicit_left = running.service.block_time_remaining
+        assert explicit_left is not None and explicit_left > 20  # the caller's own timeout, not the default
+        running.service.release.set()
+        assert await call == b"released"
