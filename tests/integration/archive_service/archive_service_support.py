@@ -85,7 +85,8 @@ async def start_archive(env: Mapping[str, str], *, store: ArchiveStore | None = 
     registry = CollectorRegistry()
     provider = TracerProvider()
     the_store = store if store is not None else create_store(cfg.store)
-    mesh = await build(cfg, Deps(store=the_store, registry=registry, tracer_provider=provider))
+    mesh = build(cfg, Deps(store=the_store, registry=registry, tracer_provider=provider))
+    await mesh.start()
     channel = make_channel(
         f"127.0.0.1:{mesh.port}",
         service_name=SERVICE_NAME,

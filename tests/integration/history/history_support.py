@@ -96,7 +96,8 @@ async def start_archive(path: Path, *, double: bool = False) -> ArchiveHandle:
             "ARCHIVE_STATS_INTERVAL_SECONDS": "0",
         }
     )
-    mesh = await build_archive(cfg, ArchiveDeps(store=create_store(cfg.store), registry=CollectorRegistry()))
+    mesh = build_archive(cfg, ArchiveDeps(store=create_store(cfg.store), registry=CollectorRegistry()))
+    await mesh.start()
     return ArchiveHandle(mesh)
 
 
