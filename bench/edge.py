@@ -77,7 +77,6 @@ from bench.support import (
 )
 from devp2p.config import ServerConfig, SessionConfig
 from mailmesh.archive.v1 import archive_pb2, archive_pb2_grpc
-from mailmesh.common.v1 import common_pb2
 from wakucodec import rlp
 from wakucodec.constants import STATUS_MIN_POW
 from wakucodec.envelope import Envelope, decode_envelope
@@ -168,12 +167,7 @@ class PageData:
 
 
 def _put_item(s: Sample) -> archive_pb2.PutItem:
-    return archive_pb2.PutItem(
-        envelope=common_pb2.Envelope(
-            rlp=s.raw, hash=s.hash, expiry=s.expiry, ttl=s.ttl, topic=s.topic, nonce=s.nonce, sent=s.sent
-        ),
-        message_hash=s.message_hash,
-    )
+    return archive_pb2.PutItem(rlp=s.raw, hash=s.hash, message_hash=s.message_hash)
 
 
 async def _prefill(stub: Any, data: PageData) -> float:

@@ -61,7 +61,6 @@ from bench.support import (
     summarize_ms,
 )
 from mailmesh.archive.v1 import archive_pb2, archive_pb2_grpc
-from mailmesh.common.v1 import common_pb2
 from mailmesh.ingest.v1 import ingest_pb2, ingest_pb2_grpc
 
 TARGETS = {"sqlite": 5000.0, "cassandra": 2000.0}
@@ -214,18 +213,7 @@ async def _adapter(backend: str, samples: Sequence[Sample]) -> Result:
 
 
 def _put_item(s: Sample) -> archive_pb2.PutItem:
-    return archive_pb2.PutItem(
-        envelope=common_pb2.Envelope(
-            rlp=s.raw,
-            hash=s.hash,
-            expiry=s.expiry,
-            ttl=s.ttl,
-            topic=s.topic,
-            nonce=s.nonce,
-            sent=s.sent,
-        ),
-        message_hash=s.message_hash,
-    )
+    return archive_pb2.PutItem(rlp=s.raw, hash=s.hash, message_hash=s.message_hash)
 
 
 async def _archive_direct(backend: str, samples: Sequence[Sample]) -> Result:

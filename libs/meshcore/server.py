@@ -6,6 +6,12 @@ limits, and binds the port (0 allowed). :class:`MeshServer` then runs it: ``star
 ``stop()`` with a graceful sequence, and ``serve_forever()`` which stops on SIGTERM or SIGINT.
 :func:`run_service` is the ``__main__`` entry: exit 0 after a clean stop, 2 on bad config.
 
+Start-up, in order: the server starts with health NOT_SERVING for everything; start hooks run (open a store,
+start background loops); then health reports each service as the hooks left it — SERVING unless a hook held
+it NOT_SERVING with :meth:`MeshServer.set_serving` (say, a store that did not open yet: the hook starts a
+retry loop that reports SERVING later). Health has one source of truth, so ``start()`` can never overwrite a
+hook's NOT_SERVING with SERVING, whichever of the two reports first.
+
 The graceful sequence, in order (house-style "A service"; infra.md §7 "Graceful shutdown"):
 
 1. health goes NOT_SERVING for every service, so readiness probes fail and traffic drains;
@@ -45,6 +51,7 @@ __all__ = [
     "MeshServer",
     "Registration",
     "ShutdownHook",
+    "StartHook",
     "build_server",
     "run_service",
     "setup_observability",
@@ -53,6 +60,8 @@ __all__ = [
 S = TypeVar("S")
 ShutdownHook = Callable[[], Awaitable[None]]
 """An async callable run during graceful shutdown (flush a buffer, close a store)."""
+StartHook = Callable[[], Awaitable[None]]
+"""An async callable run by ``start()`` before health reports SERVING (open a store, start a loop)."""
 
 _log = logging.getLogger(__name__)
 _SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -148,8 +157,13 @@ class MeshServer:
             if runtime.metrics_port >= 0
             else None
         )
+        self._start_hooks: list[StartHook] = []
         self._hooks: list[ShutdownHook] = []
         self._after_drain: list[ShutdownHook] = []
+        # What health reports per service once started ("" is the whole server); set_serving writes it.
+        self._serving: dict[str, bool] = dict.fromkeys(("", *self.service_names), True)
+        self._health_published = False
+        self._health_lock = asyncio.Lock()  # one writer: start() publishing or a hook's loop reporting
         self._started = False
         self._stop_requested = asyncio.Event()
         self._stopped: asyncio.Future[None] | None = None
@@ -175,16 +189,45 @@ class MeshServer:
         """
         (self._after_drain if after_drain else self._hooks).append(hook)
 
+    def add_start_hook(self, hook: StartHook) -> None:
+        """Run ``hook`` in :meth:`start` before health reports SERVING; hooks run in the order added.
+
+        The server already answers meanwhile (health says NOT_SERVING), so a handler must cope with what the
+        hook has not done yet (the archive answers UNAVAILABLE until its store is open).
+
+        A hook may hold a service NOT_SERVING with :meth:`set_serving` (it stays so until set SERVING again,
+        typically by a retry loop the hook started; stop such loops with a shutdown hook). A hook that
+        raises fails ``start()``: the server is stopped gracefully (shutdown hooks run) and the error
+        propagates.
+        """
+        self._start_hooks.append(hook)
+
     async def set_serving(self, service: str, serving: bool) -> None:
-        """Report ``service`` (or "" for the whole server) as SERVING or NOT_SERVING to health checks."""
-        await self._health.set(service, _SERVING if serving else _NOT_SERVING)
+        """Report ``service`` (or "" for the whole server) as SERVING or NOT_SERVING to health checks.
+
+        Before :meth:`start` has published health (from a start hook, say) this only records the state, which
+        ``start()`` then reports instead of SERVING.
+        """
+        async with self._health_lock:
+            self._serving[service] = serving
+            if self._health_published:
+                await self._health.set(service, _SERVING if serving else _NOT_SERVING)
 
     async def start(self) -> None:
-        """Start serving, mark every service SERVING and open the metrics endpoint."""
-        await self._server.start()
+        """Start serving, run the start hooks, report health (see the module docstring), open metrics."""
+        for name in self._serving:
+            await self._health.set(name, _NOT_SERVING)  # until the start hooks have run
+        try:
+            await self._server.start()
+            await _run_start_hooks(self._start_hooks)
+        except BaseException:
+            await self.stop()
+            raise
         self._started = True
-        for name in ("", *self.service_names):
-            await self._health.set(name, _SERVING)
+        async with self._health_lock:
+            self._health_published = True
+            for name, serving in self._serving.items():
+                await self._health.set(name, _SERVING if serving else _NOT_SERVING)
         if self._metrics is not None:
             self._metrics.start()
         _log.info(
@@ -257,6 +300,12 @@ class MeshServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.stop()
+
+
+async def _run_start_hooks(hooks: Iterable[StartHook]) -> None:
+    for hook in hooks:
+        _log.debug("start hook %s", getattr(hook, "__qualname__", repr(hook)))
+        await hook()
 
 
 async def _run_hooks(hooks: Iterable[ShutdownHook], timeout: float) -> None:

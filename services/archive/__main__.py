@@ -12,8 +12,8 @@ async def main() -> None:
     """Load the config, open the store, serve until SIGTERM/SIGINT, then shut down gracefully."""
     cfg = Config.from_env()  # every bad or missing variable in one ConfigError (exit 2)
     provider = setup_observability(cfg.runtime)
-    mesh = await build(cfg, Deps(store=create_store(cfg.store)))
-    await mesh.serve_forever()  # SIGTERM: NOT_SERVING, duties stop, drain, store closed
+    mesh = build(cfg, Deps(store=create_store(cfg.store)))
+    await mesh.serve_forever()  # store opened first; SIGTERM: NOT_SERVING, duties stop, drain, close
     provider.shutdown()  # flush batched spans
 
 

@@ -1,12 +1,13 @@
 """Builds the archive server: the store adapter from the config, the servicer, health, background duties.
 
 The store is built by ``__main__`` with :func:`archivestore.factory.create_store` and handed in through
-:class:`Deps`, so this module knows no backend. :func:`build` opens the store *before*
-serving; if the store is unreachable at that moment the server still starts, answers UNAVAILABLE and reports
-``mailmesh.archive.v1.ArchiveService`` NOT_SERVING until a background opener succeeds (a schema problem is
-fatal instead: it will not fix itself). The whole-server health (service ``""``) stays SERVING while the
-process is healthy, so a liveness probe does not restart pods over a database outage; readiness probes should
-name the ArchiveService.
+:class:`Deps`, so this module knows no backend. :func:`build` is synchronous, like every service's: it returns
+a bound server whose start hook (``meshcore.server``) opens the store before health reports SERVING (RPCs that
+arrive meanwhile get UNAVAILABLE); if the store is unreachable at that moment the server still runs, answers
+UNAVAILABLE and reports ``mailmesh.archive.v1.ArchiveService`` NOT_SERVING until a background opener succeeds
+(a schema problem is fatal instead: it will not fix itself). The whole-server health (service ``""``) stays
+SERVING once started while the process is healthy, so a liveness probe does not restart pods over a database
+outage; readiness probes should name the ArchiveService.
 
 Background duties, stopped by a shutdown hook before the server drains: the opener (only while the store
 is not open), a store probe driving health (``ARCHIVE_HEALTH_PROBE_SECONDS``), the recount of
@@ -107,44 +108,41 @@ def _duties(cfg: Config, deps: Deps, gate: StoreGate, metrics: ArchiveMetrics) -
     return duties
 
 
-async def build(cfg: Config, deps: Deps) -> MeshServer:
-    """Open the store, build and start the server, start the background duties; returns the running server.
+def build(cfg: Config, deps: Deps) -> MeshServer:
+    """A bound, not yet started archive server; ``start()`` / ``serve_forever()`` opens the store first.
 
-    Call ``serve_forever()`` (or ``stop()``) on the result. Store errors other than "unreachable" raise.
+    The store is opened by a start hook (meshcore: before health reports SERVING). If it is unreachable
+    the hook reports the ArchiveService NOT_SERVING and leaves a retrying opener running; a store error other
+    than "unreachable" (a schema problem) fails ``start()``. The background duties start in the same hook and
+    stop in a shutdown hook; the store closes after the server has drained.
     """
     metrics = ArchiveMetrics(deps.store.backend, deps.registry)
-    running: list[MeshServer] = []
 
     async def on_health(reachable: bool) -> None:
         metrics.store_up(reachable)
-        if running:
-            await running[0].set_serving(SERVICE_NAME, reachable)
+        await mesh.set_serving(SERVICE_NAME, reachable)
 
     gate = StoreGate(deps.store, on_health)
-    opened = await gate.try_open()
-    try:
-        servicer = ArchiveServicer(gate, settings_for(cfg), metrics, deps.clock)
-        mesh = build_server(
-            cfg.runtime,
-            [Registration.of(SERVICE_NAME, archive_pb2_grpc.add_ArchiveServiceServicer_to_server, servicer)],
-            tracer_provider=deps.tracer_provider,
-            registry=deps.registry,
-        )
-        await mesh.start()
-    except BaseException:
-        await gate.close()
-        raise
-    running.append(mesh)
-    if not opened:
-        await mesh.set_serving(SERVICE_NAME, False)
-    duties = _duties(cfg, deps, gate, metrics)
-    for duty in duties:
-        duty.start()
+    servicer = ArchiveServicer(gate, settings_for(cfg), metrics, deps.clock)
+    mesh = build_server(
+        cfg.runtime,
+        [Registration.of(SERVICE_NAME, archive_pb2_grpc.add_ArchiveServiceServicer_to_server, servicer)],
+        tracer_provider=deps.tracer_provider,
+        registry=deps.registry,
+    )
+    duties: list[Periodic] = []
+
+    async def open_store() -> None:
+        await gate.try_open()  # health hears of it through on_health: NOT_SERVING while unreachable
+        duties.extend(_duties(cfg, deps, gate, metrics))
+        for duty in duties:
+            duty.start()
 
     async def stop_duties() -> None:
         for duty in duties:
             await duty.stop()
 
+    mesh.add_start_hook(open_store)
     mesh.add_shutdown_hook(stop_duties)
     mesh.add_shutdown_hook(gate.close, after_drain=True)
     return mesh

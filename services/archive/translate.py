@@ -19,7 +19,6 @@ from services.archive import maintenance as mt
 from services.archive.errors import ArchiveCorrupt, InvalidField, LimitExceeded
 from services.archive.paging import PackedColumns
 from services.archive.validation import (
-    EnvelopeFields,
     check_bloom,
     check_count,
     check_envelope,
@@ -232,15 +231,13 @@ def wanted_plan(layout: mt.Layout, defaults: Mapping[str, int], plan: pb.ShardPl
 
 def candidate_of(item: pb.PutItem, *, max_envelope_bytes: int) -> Candidate:
     """A PutItem through the integrity gate: the row to store, or why it is refused (never raises)."""
-    e = item.envelope
-    fields = EnvelopeFields(e.rlp, e.hash, e.expiry, e.ttl, e.topic, e.nonce, e.sent, item.message_hash)
-    checked = check_envelope(fields, max_size=max_envelope_bytes)
+    checked = check_envelope(item.rlp, item.hash, item.message_hash, max_size=max_envelope_bytes)
     if isinstance(checked, str):
-        return Refused(e.hash, checked)
+        return Refused(item.hash, checked)
     retention: int | None = None
     if item.HasField("retention"):
         try:
             retention = seconds_of("retention", item.retention)
         except InvalidField as err:
-            return Refused(e.hash, err.message)
+            return Refused(item.hash, err.message)
     return Accepted(checked.envelope, checked.size, retention)

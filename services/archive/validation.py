@@ -2,13 +2,14 @@
 
 Field checks raise :class:`~services.archive.errors.InvalidField` / ``LimitExceeded`` / ``InvalidRange`` whose
 message starts with the field path, so a caller can tell exactly what to fix. :func:`check_envelope` is the
-integrity gate of PutEnvelopes: an envelope is archived only when its decoded fields, its hash and its sent
-time all agree with its RLP, so the archive never stores a row whose key lies.
+integrity gate of PutEnvelopes: an envelope is archived only when its RLP is a canonical envelope and its
+hash is the RLP's Keccak; the row's key columns are read from that RLP, so the archive never stores a key
+that lies.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from archivestore.types import StoredEnvelope
 from services.archive.errors import InvalidField, InvalidRange, LimitExceeded
@@ -20,7 +21,6 @@ __all__ = [
     "HASH_LEN",
     "MAX_DETAIL_BYTES",
     "CheckedEnvelope",
-    "EnvelopeFields",
     "check_bloom",
     "check_count",
     "check_envelope",
@@ -82,23 +82,11 @@ def check_range(field: str, lower: int, upper: int) -> tuple[int, int]:
     return lower, upper
 
 
-@dataclass(frozen=True, slots=True)
-class EnvelopeFields:
-    """The fields of a PutItem as the caller sent them (``Envelope`` proto minus ``data`` and ``pow``)."""
+class CheckedEnvelope(NamedTuple):
+    """An envelope that passed :func:`check_envelope`: ready to store, plus its Go ``Size()``.
 
-    rlp: bytes
-    hash: bytes
-    expiry: int
-    ttl: int
-    topic: bytes
-    nonce: int
-    sent: int
-    message_hash: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class CheckedEnvelope:
-    """An envelope that passed :func:`check_envelope`: ready to store, plus its Go ``Size()``."""
+    A NamedTuple rather than a frozen dataclass: it is built once per archived envelope, on the write path.
+    """
 
     envelope: StoredEnvelope
     size: int  # 20 + len(Data), the figure status-go's size histogram is built on
@@ -112,57 +100,50 @@ def clip_detail(text: str) -> str:
     )
 
 
-def check_envelope(item: EnvelopeFields, *, max_size: int) -> CheckedEnvelope | str:
-    """The envelope to store, or why it must not be stored (a PutResult.detail, at most 256 bytes).
+def check_envelope(
+    rlp: bytes, envelope_hash: bytes, message_hash: bytes, *, max_size: int
+) -> CheckedEnvelope | str:
+    """A PutItem's ``rlp``, ``hash`` and ``message_hash`` as a row to store, or why not (a PutResult.detail).
 
-    Checks, in order: the RLP is present and a canonical 5-item Waku envelope no larger than ``max_size``
-    (Go ``size()``: 20 + len(Data)); ``hash == keccak256(rlp)``; expiry, ttl, topic and nonce equal the RLP's;
-    ``sent == expiry - ttl`` (with ``ttl <= expiry``, so it is not Go's uint32 wrap-around); the message hash
-    is empty or 32 bytes. ``data`` and ``pow`` are not checked: the archive stores the RLP and recomputes both
-    from it on every read.
+    Checks, in order: the RLP is present, the hash is 32 bytes; the RLP is a canonical 5-item Waku envelope
+    no larger than ``max_size`` (Go ``size()``: 20 + len(Data)); ``hash == keccak256(rlp)``; ``ttl <= expiry``
+    (so the sent time ``expiry - ttl`` is not Go's uint32 wrap-around); the message hash is empty or 32 bytes.
+    The key columns (sent, topic, expiry) come from the RLP, so they cannot disagree with it.
+
+    One strict decode does it all, Keccak included: the whole RLP must be canonical (not only its header),
+    because FULL and NO_DATA reads decode the stored bytes again and history forwards them to peers whose
+    Go decoder refuses anything else. Keccak is half of the decode's cost, and the hash must be verified
+    anyway; a header-only parse would save little more than the copy of ``Data``. A detail is at most 256
+    bytes.
     """
-    if not item.rlp:
-        return "envelope.rlp: required"
-    if len(item.hash) != HASH_LEN:
-        return clip_detail(f"envelope.hash: must be {HASH_LEN} bytes, got {len(item.hash)}")
-    if len(item.rlp) > max_size + RLP_OVERHEAD:
-        return clip_detail(
-            f"envelope.rlp: {len(item.rlp)} bytes is more than an envelope of size {max_size} takes"
-        )
+    if not rlp:
+        return "rlp: required"
+    if len(envelope_hash) != HASH_LEN:
+        return clip_detail(f"hash: must be {HASH_LEN} bytes, got {len(envelope_hash)}")
+    if len(rlp) > max_size + RLP_OVERHEAD:
+        return clip_detail(f"rlp: {len(rlp)} bytes is more than an envelope of size {max_size} takes")
     try:
-        decoded = decode_envelope(item.rlp, max_size=max_size + RLP_OVERHEAD)
+        decoded = decode_envelope(rlp, max_size=max_size + RLP_OVERHEAD)
     except CodecError as err:
-        return clip_detail(f"envelope.rlp: not a canonical Waku envelope: {err}")
+        return clip_detail(f"rlp: not a canonical Waku envelope: {err}")
     if decoded.size > max_size:
-        return clip_detail(f"envelope.rlp: envelope size {decoded.size} (20 + len(Data)) exceeds {max_size}")
-    if decoded.hash != item.hash:
-        return clip_detail(f"envelope.hash: is not keccak256(rlp) (that is 0x{decoded.hash.hex()})")
-    for name, given, actual in (
-        ("expiry", item.expiry, decoded.expiry),
-        ("ttl", item.ttl, decoded.ttl),
-        ("nonce", item.nonce, decoded.nonce),
-    ):
-        if given != actual:
-            return clip_detail(f"envelope.{name}: {given} disagrees with the rlp ({actual})")
-    if item.topic != decoded.topic:
-        return clip_detail(
-            f"envelope.topic: 0x{item.topic.hex()} disagrees with the rlp (0x{decoded.topic.hex()})"
-        )
+        return clip_detail(f"rlp: envelope size {decoded.size} (20 + len(Data)) exceeds {max_size}")
+    if decoded.hash != envelope_hash:
+        return clip_detail(f"hash: is not keccak256(rlp) (that is 0x{decoded.hash.hex()})")
     if decoded.ttl > decoded.expiry:
         return clip_detail(
-            f"envelope.ttl: {decoded.ttl} exceeds expiry {decoded.expiry}, so sent would be negative"
+            f"rlp: ttl {decoded.ttl} exceeds expiry {decoded.expiry}, so sent would be negative"
         )
-    if item.sent != decoded.expiry - decoded.ttl:
-        return clip_detail(f"envelope.sent: {item.sent} is not expiry - ttl ({decoded.expiry - decoded.ttl})")
-    if len(item.message_hash) not in (0, HASH_LEN):
-        return clip_detail(f"message_hash: must be empty or {HASH_LEN} bytes, got {len(item.message_hash)}")
-    assert 0 <= item.sent <= UINT32_MAX
+    if len(message_hash) not in (0, HASH_LEN):
+        return clip_detail(f"message_hash: must be empty or {HASH_LEN} bytes, got {len(message_hash)}")
+    sent = decoded.expiry - decoded.ttl
+    assert 0 <= sent <= UINT32_MAX
     stored = StoredEnvelope(
-        sent=item.sent,
-        hash=item.hash,
+        sent=sent,
+        hash=envelope_hash,
         topic=decoded.topic,
         expiry=decoded.expiry,
-        raw=item.rlp,
-        message_hash=item.message_hash or None,
+        raw=rlp,
+        message_hash=message_hash or None,
     )
     return CheckedEnvelope(stored, decoded.size)

@@ -16,7 +16,6 @@ from opentelemetry import trace
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from mailmesh.archive.v1 import archive_pb2, archive_pb2_grpc
-from mailmesh.common.v1 import common_pb2
 from meshcore import make_channel, remaining_timeout, translate_rpc_error
 from meshcore.errors import DeadlineExceeded, Internal, ResourceExhausted, Unavailable
 from services.ingest.batcher import Outcome, Result
@@ -40,21 +39,9 @@ _OUTCOMES = {
 
 
 def _put_item(item: Accepted) -> archive_pb2.PutItem:
-    env = item.envelope
-    return archive_pb2.PutItem(
-        envelope=common_pb2.Envelope(
-            rlp=env.raw,
-            hash=env.hash,
-            expiry=env.expiry,
-            ttl=env.ttl,
-            topic=env.topic,
-            nonce=env.nonce,
-            sent=env.sent,
-            pow=item.pow,
-            # `data` stays empty: the archive stores `rlp` (archive.proto PutItem).
-        ),
-        message_hash=item.message_hash,
-    )
+    # The RLP and its hash are all the archive keys a row by (it reads sent, topic and expiry from the RLP
+    # and checks the hash; archive.proto PutItem); the PoW ingest computed is its own business.
+    return archive_pb2.PutItem(rlp=item.envelope.raw, hash=item.envelope.hash, message_hash=item.message_hash)
 
 
 class ArchiveClient:

@@ -26,7 +26,7 @@ __all__ = ["ARCHIVE_ITEM_OVERHEAD", "MAX_ARCHIVE_BATCH", "Config", "parse_grpc_t
 
 #: ArchiveService.PutEnvelopes accepts 1 to 1000 items per request (archive.proto).
 MAX_ARCHIVE_BATCH = 1000
-#: Bytes a PutItem adds to its envelope's RLP on the wire (hash, message hash, decoded fields, framing),
+#: Bytes a PutItem adds to its envelope's RLP on the wire (hash, message hash, tags and lengths: ~75),
 #: rounded up generously; used to check that a full archive batch fits the gRPC message limit.
 ARCHIVE_ITEM_OVERHEAD = 256
 #: Extra bytes a raw envelope may have beyond ``20 + len(Data)`` (RLP headers and integer encodings).

@@ -85,7 +85,8 @@ async def start_archive(env: Mapping[str, str], *, store: ArchiveStore | None = 
     registry = CollectorRegistry()
     provider = TracerProvider()
     the_store = store if store is not None else create_store(cfg.store)
-    mesh = await build(cfg, Deps(store=the_store, registry=registry, tracer_provider=provider))
+    mesh = build(cfg, Deps(store=the_store, registry=registry, tracer_provider=provider))
+    await mesh.start()
     channel = make_channel(
         f"127.0.0.1:{mesh.port}",
         service_name=SERVICE_NAME,
@@ -104,7 +105,7 @@ def envelope(sent: int, topic: bytes = A, n: int = 0, *, size: int = 48, ttl: in
 
 
 def envelope_proto(e: Envelope, **overrides: Any) -> common_pb2.Envelope:
-    """The proto an honest producer sends for ``e`` (``data`` left empty, as the API asks)."""
+    """The Envelope a read answers for ``e``: every field, ``data`` left empty unless overridden."""
     fields: dict[str, Any] = {
         "rlp": e.raw,
         "hash": e.hash,
@@ -120,8 +121,8 @@ def envelope_proto(e: Envelope, **overrides: Any) -> common_pb2.Envelope:
 
 
 def put_item(e: Envelope, *, message_hash: bytes = b"", **overrides: Any) -> pb.PutItem:
-    """A PutItem for ``e``; ``overrides`` replace Envelope fields."""
-    return pb.PutItem(envelope=envelope_proto(e, **overrides), message_hash=message_hash)
+    """The PutItem an honest producer sends for ``e``; ``overrides`` replace its ``rlp`` or ``hash``."""
+    return pb.PutItem(**{"rlp": e.raw, "hash": e.hash, **overrides}, message_hash=message_hash)
 
 
 async def put(

@@ -39,18 +39,10 @@ class ArchiveDouble(archive_pb2_grpc.ArchiveServiceServicer):
         self._clock = clock
 
     async def PutEnvelopes(self, request: archive_pb2.PutEnvelopesRequest, context: Any) -> Any:
+        decoded = [(decode_envelope(i.rlp), i.message_hash) for i in request.items]
         items = [
-            PutItem(
-                StoredEnvelope(
-                    sent=i.envelope.sent,
-                    hash=i.envelope.hash,
-                    topic=i.envelope.topic,
-                    expiry=i.envelope.expiry,
-                    raw=i.envelope.rlp,
-                    message_hash=i.message_hash or None,
-                )
-            )
-            for i in request.items
+            PutItem(StoredEnvelope(e.sent, e.hash, e.topic, e.expiry, e.raw, message_hash=mh or None))
+            for e, mh in decoded
         ]
         try:
             result = await self.store.put(items, now=int(self._clock()))

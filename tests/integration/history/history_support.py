@@ -21,7 +21,6 @@ from services.history.config import Config
 from services.history.server import Deps, build
 from tests.integration.history.history_archive_double import start_archive_double
 from wakucodec.envelope import Envelope, make_envelope
-from wakucodec.pow import calculate_pow
 from wakucodec.responses import split_sized
 
 BASE = 1_700_000_000
@@ -96,7 +95,8 @@ async def start_archive(path: Path, *, double: bool = False) -> ArchiveHandle:
             "ARCHIVE_STATS_INTERVAL_SECONDS": "0",
         }
     )
-    mesh = await build_archive(cfg, ArchiveDeps(store=create_store(cfg.store), registry=CollectorRegistry()))
+    mesh = build_archive(cfg, ArchiveDeps(store=create_store(cfg.store), registry=CollectorRegistry()))
+    await mesh.start()
     return ArchiveHandle(mesh)
 
 
@@ -141,21 +141,7 @@ async def put(stub: Any, envelopes: Sequence[Envelope]) -> None:
     for start in range(0, len(envelopes), 500):
         chunk = envelopes[start : start + 500]
         request = archive_pb2.PutEnvelopesRequest(
-            items=[
-                archive_pb2.PutItem(
-                    envelope=common_pb2.Envelope(
-                        rlp=e.raw,
-                        hash=e.hash,
-                        expiry=e.expiry,
-                        ttl=e.ttl,
-                        topic=e.topic,
-                        sent=e.sent,
-                        nonce=e.nonce,
-                        pow=calculate_pow(e),
-                    )
-                )
-                for e in chunk
-            ]
+            items=[archive_pb2.PutItem(rlp=e.raw, hash=e.hash) for e in chunk]
         )
         reply = await stub.PutEnvelopes(request, timeout=30)
         assert reply.inserted == len(chunk), reply

@@ -63,9 +63,10 @@ class ArchiveHandle:
                 "ARCHIVE_STATS_INTERVAL_SECONDS": "0",
             }
         )
-        self.mesh = await build_archive(
+        self.mesh = build_archive(
             cfg, ArchiveDeps(store=create_store(cfg.store), registry=CollectorRegistry())
         )
+        await self.mesh.start()
         self.port = self.mesh.port
 
     async def stop(self) -> None:

@@ -80,9 +80,8 @@ async def path(
             "ARCHIVE_HEALTH_PROBE_SECONDS": "0",
         }
     )
-    archive = await build_archive(
-        cfg, ArchiveDeps(store=create_store(cfg.store), registry=CollectorRegistry())
-    )
+    archive = build_archive(cfg, ArchiveDeps(store=create_store(cfg.store), registry=CollectorRegistry()))
+    await archive.start()
     address = f"127.0.0.1:{archive.port}"
     # Long-lived unsealed envelopes (they must outlive the outage), so no minimum PoW here.
     ingest = await start_ingest(

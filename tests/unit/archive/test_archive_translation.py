@@ -38,10 +38,7 @@ def envelope(sent: int, n: int = 0, size: int = 40) -> Envelope:
 
 
 def item(e: Envelope, **kw: Any) -> pb.PutItem:
-    env = common_pb2.Envelope(
-        rlp=e.raw, hash=e.hash, expiry=e.expiry, ttl=e.ttl, topic=e.topic, nonce=e.nonce, sent=e.sent
-    )
-    return pb.PutItem(envelope=env, **kw)
+    return pb.PutItem(rlp=e.raw, hash=e.hash, **kw)
 
 
 def as_stored(e: Envelope) -> StoredEnvelope:
@@ -133,7 +130,7 @@ def test_store_errors_become_mesh_errors(raised: Exception, category: type[MeshE
 async def test_put_reports_an_envelope_past_retention_as_expired() -> None:
     svc, registry = await servicer(RetentionPolicy(default_s=DAY))
     old, fresh = envelope(NOW - 2 * DAY), envelope(NOW - 10, 1)
-    bad = pb.PutItem(envelope=common_pb2.Envelope(hash=b"x"))
+    bad = pb.PutItem(hash=b"x")
     items = [item(old), item(fresh), item(old), bad]
     reply = await svc.PutEnvelopes(pb.PutEnvelopesRequest(items=items), CONTEXT)
     assert [(r.outcome, r.detail) for r in reply.results[:3]] == [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 import pytest
 
@@ -10,7 +11,6 @@ from services.archive.errors import InvalidField, InvalidRange, LimitExceeded
 from services.archive.validation import (
     MAX_DETAIL_BYTES,
     CheckedEnvelope,
-    EnvelopeFields,
     check_bloom,
     check_count,
     check_envelope,
@@ -28,8 +28,21 @@ TOPIC = bytes.fromhex("aabbccdd")
 MAX = 1024 * 1024
 
 
-def honest(e: Envelope, message_hash: bytes = b"") -> EnvelopeFields:
-    return EnvelopeFields(e.raw, e.hash, e.expiry, e.ttl, e.topic, e.nonce, e.sent, message_hash)
+@dataclass(frozen=True)
+class Item:
+    """What a PutItem carries (archive.proto): the envelope's RLP, its hash, the message hash."""
+
+    rlp: bytes
+    hash: bytes
+    message_hash: bytes = b""
+
+
+def honest(e: Envelope, message_hash: bytes = b"") -> Item:
+    return Item(e.raw, e.hash, message_hash)
+
+
+def check(item: Item, max_size: int = MAX) -> CheckedEnvelope | str:
+    return check_envelope(item.rlp, item.hash, item.message_hash, max_size=max_size)
 
 
 def sample(data: bytes = b"hello", **kw: int) -> Envelope:
@@ -61,7 +74,7 @@ def test_field_checks_name_the_field() -> None:
 
 def test_an_honest_envelope_passes_with_its_go_size() -> None:
     e = sample(data=b"x" * 300)
-    checked = check_envelope(honest(e, b"\x07" * 32), max_size=MAX)
+    checked = check(honest(e, b"\x07" * 32))
     assert isinstance(checked, CheckedEnvelope)
     assert checked.size == 20 + 300
     stored = checked.envelope
@@ -73,30 +86,27 @@ def test_an_honest_envelope_passes_with_its_go_size() -> None:
         e.raw,
     )
     assert stored.message_hash == b"\x07" * 32
-    plain = check_envelope(honest(e), max_size=MAX)
+    plain = check(honest(e))
     assert isinstance(plain, CheckedEnvelope) and plain.envelope.message_hash is None
 
 
 @pytest.mark.parametrize(
     ("change", "detail"),
     [
-        ({"rlp": b""}, "envelope.rlp: required"),
-        ({"hash": b"\x00" * 20}, "envelope.hash: must be 32 bytes, got 20"),
-        ({"hash": b"\x00" * 32}, "envelope.hash: is not keccak256(rlp)"),
-        ({"rlp": b"\xc3\x01\x02\x03"}, "envelope.rlp: not a canonical Waku envelope"),
-        ({"rlp": b"\x83abc"}, "envelope.rlp: not a canonical Waku envelope"),
-        ({"expiry": 1}, "envelope.expiry: 1 disagrees with the rlp (1700000050)"),
-        ({"ttl": 51}, "envelope.ttl: 51 disagrees with the rlp (50)"),
-        ({"nonce": 10}, "envelope.nonce: 10 disagrees with the rlp (9)"),
-        ({"topic": b"\x00\x00\x00\x00"}, "envelope.topic: 0x00000000 disagrees with the rlp (0xaabbccdd)"),
-        ({"sent": 1_700_000_001}, "envelope.sent: 1700000001 is not expiry - ttl (1700000000)"),
+        ({"rlp": b""}, "rlp: required"),
+        ({"hash": b"\x00" * 20}, "hash: must be 32 bytes, got 20"),
+        ({"hash": b"\x00" * 32}, "hash: is not keccak256(rlp)"),
+        ({"hash": sample(nonce=10).hash}, "hash: is not keccak256(rlp)"),  # another envelope's hash
+        ({"rlp": sample(nonce=10).raw}, "hash: is not keccak256(rlp)"),  # another envelope's rlp
+        ({"rlp": b"\xc3\x01\x02\x03"}, "rlp: not a canonical Waku envelope"),
+        ({"rlp": b"\x83abc"}, "rlp: not a canonical Waku envelope"),
+        ({"rlp": sample().raw + b"\x00"}, "rlp: not a canonical Waku envelope"),  # trailing bytes
         ({"message_hash": b"\x01" * 33}, "message_hash: must be empty or 32 bytes, got 33"),
     ],
 )
 def test_a_lying_item_is_refused_with_the_reason(change: dict[str, object], detail: str) -> None:
     e = sample()
-    fields = dataclasses.replace(honest(e), **change)  # type: ignore[arg-type]
-    got = check_envelope(fields, max_size=MAX)
+    got = check(dataclasses.replace(honest(e), **change))  # type: ignore[arg-type]
     assert isinstance(got, str) and got.startswith(detail), got
 
 
@@ -104,21 +114,38 @@ def test_a_non_canonical_encoding_of_the_same_fields_is_refused() -> None:
     e = sample()
     # Same five items, but the expiry with a leading zero byte: a different hash for the "same" envelope.
     padded = rlp.encode([b"\x00" + e.expiry.to_bytes(4, "big"), e.ttl, e.topic, e.data, e.nonce])
-    fields = dataclasses.replace(honest(e), rlp=padded, hash=keccak256(padded))
-    got = check_envelope(fields, max_size=MAX)
-    assert isinstance(got, str) and got.startswith("envelope.rlp: not a canonical Waku envelope")
+    got = check(Item(padded, keccak256(padded)))  # the hash is right: canonical form is checked on its own
+    assert isinstance(got, str) and got.startswith("rlp: not a canonical Waku envelope")
+
+
+def test_a_six_item_list_with_its_own_hash_is_refused() -> None:
+    e = sample()
+    six = rlp.encode([e.expiry, e.ttl, e.topic, e.data, e.nonce, b"extra"])
+    got = check(Item(six, keccak256(six)))
+    assert isinstance(got, str) and got.startswith("rlp: not a canonical Waku envelope"), got
+
+
+def test_the_key_columns_come_from_the_rlp() -> None:
+    e = sample(expiry=1_700_000_123, ttl=23)
+    checked = check(honest(e))
+    assert isinstance(checked, CheckedEnvelope)
+    assert (checked.envelope.sent, checked.envelope.expiry, checked.envelope.topic) == (
+        1_700_000_100,
+        1_700_000_123,
+        TOPIC,
+    )
 
 
 def test_ttl_beyond_expiry_and_oversized_envelopes_are_refused() -> None:
     wraps = make_envelope(expiry=10, ttl=20, topic=TOPIC, data=b"")
-    got = check_envelope(honest(wraps), max_size=MAX)
-    assert got == "envelope.ttl: 20 exceeds expiry 10, so sent would be negative"
+    got = check(honest(wraps))
+    assert got == "rlp: ttl 20 exceeds expiry 10, so sent would be negative"
     near = sample(data=b"x" * 1010)
-    got = check_envelope(honest(near), max_size=1024)
-    assert got == "envelope.rlp: envelope size 1030 (20 + len(Data)) exceeds 1024"
+    got = check(honest(near), max_size=1024)
+    assert got == "rlp: envelope size 1030 (20 + len(Data)) exceeds 1024"
     big = sample(data=b"x" * 2000)
-    got = check_envelope(honest(big), max_size=1024)
-    assert got == f"envelope.rlp: {len(big.raw)} bytes is more than an envelope of size 1024 takes"
+    got = check(honest(big), max_size=1024)
+    assert got == f"rlp: {len(big.raw)} bytes is more than an envelope of size 1024 takes"
 
 
 def test_details_stay_within_256_bytes() -> None:
