@@ -52,8 +52,8 @@ class CassandraLeases:
     async def renew(self, lease: Lease, now: float) -> Lease | None:
         """Extend ``lease``; None when another holder took it since."""
         applied = await self._cql.conditional(
-            "UPDATE {ks}.leases SET expires_at = ? WHERE name = ? IF owner = ? AND epoch = ?",
-            (now + lease.ttl, lease.name, lease.owner, lease.epoch),
+            "UPDATE {ks}.leases SET expires_at = ?, ttl = ? WHERE name = ? IF owner = ? AND epoch = ?",
+            (now + lease.ttl, lease.ttl, lease.name, lease.owner, lease.epoch),
             "renew lease",
         )
         return Lease(lease.name, lease.owner, lease.epoch, now + lease.ttl, lease.ttl) if applied else None

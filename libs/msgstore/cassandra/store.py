@@ -54,6 +54,7 @@ class CassandraMsgStore:
             max_in_flight=max_in_flight,
         )
         self._cluster: Cluster | None = None
+        self._cql: Cql | None = None
         self._parts: tuple[CassandraLeases, CassandraOutbox, CassandraRecords] | None = None
 
     def _part(self) -> tuple[CassandraLeases, CassandraOutbox, CassandraRecords]:
@@ -87,7 +88,7 @@ class CassandraMsgStore:
             await asyncio.to_thread(cluster.shutdown)
             raise
         self._cluster = cluster
-        cql = Cql(session, self.keyspace, self._max_in_flight)
+        self._cql = cql = Cql(session, self.keyspace, self._max_in_flight)
         payloads = Payloads(cql, self.settings)
         self._parts = (
             CassandraLeases(cql),

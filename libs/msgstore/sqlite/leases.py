@@ -44,10 +44,10 @@ class SqliteLeases:
                 mine = row is not None and row[1] > now
                 lease = Lease(name, owner, (row[0] if row else 0) + (0 if mine else 1), now + ttl, ttl)
                 conn.execute(
-                    "INSERT INTO leases (name, owner, epoch, expires_at) VALUES (?, ?, ?, ?) "
+                    "INSERT INTO leases (name, owner, epoch, expires_at, ttl) VALUES (?, ?, ?, ?, ?) "
                     "ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, epoch = excluded.epoch, "
-                    "expires_at = excluded.expires_at",
-                    (name, owner, lease.epoch, lease.expires_at),
+                    "expires_at = excluded.expires_at, ttl = excluded.ttl",
+                    (name, owner, lease.epoch, lease.expires_at, ttl),
                 )
                 return lease
 
@@ -93,8 +93,8 @@ class SqliteLeases:
 
         def job(conn: sqlite3.Connection) -> Lease | None:
             row = conn.execute(
-                "SELECT owner, epoch, expires_at FROM leases WHERE name = ?", (name,)
+                "SELECT owner, epoch, expires_at, ttl FROM leases WHERE name = ?", (name,)
             ).fetchone()
-            return None if row is None else Lease(name, row[0], row[1], row[2], 0.0)
+            return None if row is None else Lease(name, row[0], row[1], row[2], row[3])
 
         return await self._store.read(job, "read lease")

@@ -30,7 +30,8 @@ MIGRATIONS: tuple[Migration, ...] = (
         "messaging: leases, payloads, outbox, changes, records, subscriptions, events",
         (
             """CREATE TABLE leases (
-                name TEXT PRIMARY KEY, owner TEXT NOT NULL, epoch INTEGER NOT NULL, expires_at REAL NOT NULL
+                name TEXT PRIMARY KEY, owner TEXT NOT NULL, epoch INTEGER NOT NULL, expires_at REAL NOT NULL,
+                ttl REAL NOT NULL
             ) WITHOUT ROWID""",
             # expires_at NULL = kept forever (record retention 0).
             """CREATE TABLE payloads (

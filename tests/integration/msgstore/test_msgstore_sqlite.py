@@ -16,12 +16,12 @@ from msgstore.settings import StoreSettings
 from msgstore.sharding import shard_of
 from msgstore.sqlite.store import SqliteMsgStore
 from msgstore.types import EventDraft, EventType, SendState
-from tests.integration.msgstore.contract import (
+from tests.integration.msgstore.contract import MsgStoreContract
+from tests.integration.msgstore.contract_data import (
     SETTINGS,
     SHARDS,
     T0,
     TTL,
-    MsgStoreContract,
     StoreFactory,
     advanced,
     entry,
