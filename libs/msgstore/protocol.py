@@ -123,6 +123,10 @@ class RecordWriter(Protocol):
         """
         ...
 
+    async def append(self, events: Sequence[EventDraft], *, now: float) -> list[int]:
+        """Append events that report no record (``health:change``); returns their sequences."""
+        ...
+
     async def save_subscription(self, subscription: Subscription, *, now: float) -> None:
         """Create or update a subscription (ending one is an update: active=False)."""
         ...

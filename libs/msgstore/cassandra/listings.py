@@ -58,8 +58,12 @@ class Listings:
             hashes += [r[0] for r in rows[read.offset :]]
         return await self.records(hashes)
 
-    async def records(self, hashes: Sequence[bytes]) -> list[Record]:
-        """The records of ``hashes`` in that order (ones gone since are left out)."""
+    async def records(self, hashes: Sequence[bytes], *, payloads: bool = True) -> list[Record]:
+        """The records of ``hashes`` in that order (ones gone since are left out).
+
+        ``payloads=False`` leaves ``message.payload`` empty and saves reading it (the writer only needs
+        a record's previous keys).
+        """
         groups = [list(hashes[i : i + _GROUP]) for i in range(0, len(hashes), _GROUP)]
         reads = [
             self._cql.rows(
@@ -67,6 +71,9 @@ class Listings:
             )
             for g in groups
         ]
-        docs_groups, payloads = await asyncio.gather(asyncio.gather(*reads), self._payloads.get(hashes))
+        if payloads:
+            docs_groups, found = await asyncio.gather(asyncio.gather(*reads), self._payloads.get(hashes))
+        else:
+            docs_groups, found = await asyncio.gather(*reads), {}
         docs = {h: body for rows in docs_groups for h, body in rows}
-        return [decode_record(docs[h], payloads.get(h, b"")) for h in hashes if h in docs]
+        return [decode_record(docs[h], found.get(h, b"")) for h in hashes if h in docs]

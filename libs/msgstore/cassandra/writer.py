@@ -162,7 +162,8 @@ class CassandraRecordWriter:
     ) -> Committed:
         """Records, their listing rows and their events, in as few logged batches as fit."""
         check_lease(self.lease, self._settings.lease_margin, now)
-        before = {r.message_hash: r for r in await self._listings.records([r.message_hash for r in records])}
+        previous = await self._listings.records([r.message_hash for r in records], payloads=False)
+        before = {r.message_hash: r for r in previous}
         fixed = [
             dataclasses.replace(r, created_at=before[r.message_hash].created_at)
             if r.message_hash in before
@@ -205,6 +206,10 @@ class CassandraRecordWriter:
         await self._flush(batch, slots, now)
         self._next, self._last_event = plan.next_sequence, plan.last_event
         return Committed(plan.records, [s.event for s in plan.events])
+
+    async def append(self, events: Sequence[EventDraft], *, now: float) -> list[int]:
+        """Events that report no record (``health:change``); their sequences."""
+        return [e.sequence for e in (await self.commit([], events, now=now)).events]
 
     async def save_subscription(self, subscription: Subscription, *, now: float) -> None:
         """Upsert a subscription; an ended one ages out with the records."""

@@ -240,6 +240,10 @@ class SqliteRecordWriter:
 
         return await self._store.write(job, "commit records")
 
+    async def append(self, events: Sequence[EventDraft], *, now: float) -> list[int]:
+        """Events that report no record (``health:change``); their sequences."""
+        return [e.sequence for e in (await self.commit([], events, now=now)).events]
+
     async def save_subscription(self, subscription: Subscription, *, now: float) -> None:
         """Upsert a subscription; an ended one ages out with the records."""
         retention = self._store.settings.record_retention

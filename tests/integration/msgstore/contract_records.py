@@ -56,16 +56,10 @@ class RecordContract:
             [dataclasses.replace(done.records[0], subscription_ids=("s1", "s2"))], [], now=T0 + 1
         )
         assert quiet.records[0].revision == first + 2 and quiet.events == []
-        health = await writer.commit(
-            [],
-            [
-                EventDraft(
-                    EventType.HEALTH_CHANGE, health=HealthChange(HealthStatus.HEALTHY, HealthStatus.UNHEALTHY)
-                )
-            ],
-            now=T0 + 2,
-        )
-        assert health.events[0].sequence == first + 3 and health.events[0].record is None
+        change = HealthChange(HealthStatus.HEALTHY, HealthStatus.UNHEALTHY)
+        assert await writer.append([EventDraft(EventType.HEALTH_CHANGE, health=change)], now=T0 + 2) == [
+            first + 3
+        ]
         assert await store.records.head() == first + 3
         assert await store.records.get(r.message_hash) == quiet.records[0]
         assert await store.records.get_by_request(rid(1)) == quiet.records[0]
