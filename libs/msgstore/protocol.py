@@ -77,7 +77,9 @@ class OutboxStore(Protocol):
     async def save(self, entry: OutboxEntry, lease: Lease, *, now: float) -> OutboxEntry:
         """Write the entry's new state and append it to its shard's change log; returns it with its
         ``sequence``. ``lease`` must be the shard's lease, valid beyond the safety margin
-        (:class:`~msgstore.errors.LeaseLost` otherwise)."""
+        (:class:`~msgstore.errors.LeaseLost` otherwise). ``progress.scheduled_at`` is the one field that
+        never changes after :meth:`add` (it keys the scheduling index and the listing order; a Resend
+        re-queues with ``next_attempt_at``)."""
         ...
 
     async def open_requests(self, shard: int, lease: Lease, *, now: float) -> list[OutboxEntry]:

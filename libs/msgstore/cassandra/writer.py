@@ -141,6 +141,7 @@ class CassandraRecordWriter:
         return stmts, [(kind, key, bucket) for kind, key in new]
 
     async def _flush(self, stmts: list[Stmt], slots: list[Slot], now: float) -> None:
+        check_lease(self.lease, self._settings.lease_margin, now)  # before every batch, not only the first
         counts: dict[Slot, int] = {}
         for slot in slots:
             counts[slot] = counts.get(slot, await self._count(slot)) + 1
