@@ -1,0 +1,106 @@
+"""The SQLite messaging schema, its migrations (run by ``archivestore.sqlite.schema.migrate``) and errors.
+
+The tables mirror the Cassandra model (docs/messaging-store.md): state changes are updates, change logs
+are keyed by sequence, every row that ages out carries ``expires_at``. What Cassandra needs partitions for
+(days of the open-request index, record listing buckets with their counts, event buckets) SQLite does with
+ordinary B-tree indexes and ``LIMIT … OFFSET``: one file has no partition to bound. Rows past
+``expires_at`` are invisible to reads and removed by ``SqliteMsgStore.maintain``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import TypeVar
+
+from archivestore import errors as archive_errors
+from archivestore.sqlite.schema import Migration
+from msgstore.errors import MsgStoreError, SchemaError, StoreUnavailable
+
+__all__ = ["FINAL_STATES", "MIGRATIONS", "in_transaction", "translate"]
+
+T = TypeVar("T")
+
+#: SendState values that end a request (SUCCEEDED, FAILED, CANCELED), spelled out for the partial index.
+FINAL_STATES = "(6, 7, 8)"
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "messaging: leases, payloads, outbox, changes, records, subscriptions, events",
+        (
+            """CREATE TABLE leases (
+                name TEXT PRIMARY KEY, owner TEXT NOT NULL, epoch INTEGER NOT NULL, expires_at REAL NOT NULL,
+                ttl REAL NOT NULL
+            ) WITHOUT ROWID""",
+            # expires_at NULL = kept forever (record retention 0).
+            """CREATE TABLE payloads (
+                message_hash BLOB PRIMARY KEY, expires_at REAL, payload BLOB NOT NULL
+            ) WITHOUT ROWID""",
+            """CREATE TABLE outbox (
+                request_id TEXT PRIMARY KEY, shard INTEGER NOT NULL, message_hash BLOB NOT NULL,
+                scheduled_at REAL NOT NULL, state INTEGER NOT NULL, content_topic TEXT NOT NULL,
+                expires_at REAL NOT NULL, body BLOB NOT NULL
+            ) WITHOUT ROWID""",
+            # The open-request index: only unfinished requests are in it, so a takeover reads just those.
+            f"CREATE INDEX outbox_open ON outbox (shard, scheduled_at, request_id) "
+            f"WHERE state NOT IN {FINAL_STATES}",
+            "CREATE INDEX outbox_order ON outbox (scheduled_at, request_id)",
+            "CREATE INDEX outbox_hash ON outbox (message_hash, scheduled_at)",
+            """CREATE TABLE outbox_shards (shard INTEGER PRIMARY KEY, last_seq INTEGER NOT NULL)""",
+            """CREATE TABLE outbox_changes (
+                shard INTEGER NOT NULL, seq INTEGER NOT NULL, changed_at REAL NOT NULL,
+                message_hash BLOB NOT NULL, body BLOB NOT NULL, PRIMARY KEY (shard, seq)
+            ) WITHOUT ROWID""",
+            """CREATE TABLE records (
+                message_hash BLOB PRIMARY KEY, request_id TEXT NOT NULL, content_topic TEXT NOT NULL,
+                created_at REAL NOT NULL, revision INTEGER NOT NULL, expires_at REAL, body BLOB NOT NULL
+            ) WITHOUT ROWID""",
+            "CREATE INDEX records_request ON records (request_id) WHERE request_id != ''",
+            "CREATE INDEX records_topic ON records (content_topic, created_at, message_hash)",
+            """CREATE TABLE records_by_subscription (
+                subscription_id TEXT NOT NULL, created_at REAL NOT NULL, message_hash BLOB NOT NULL,
+                expires_at REAL, PRIMARY KEY (subscription_id, created_at, message_hash)
+            ) WITHOUT ROWID""",
+            """CREATE TABLE subscriptions (
+                subscription_id TEXT PRIMARY KEY, created_at REAL NOT NULL, active INTEGER NOT NULL,
+                expires_at REAL, body BLOB NOT NULL
+            ) WITHOUT ROWID""",
+            """CREATE TABLE events (
+                seq INTEGER PRIMARY KEY, prev INTEGER NOT NULL, type INTEGER NOT NULL,
+                emitted_at REAL NOT NULL, message_hash BLOB, body BLOB NOT NULL
+            )""",
+            "CREATE INDEX events_emitted ON events (emitted_at)",
+            # One row per writer epoch: the greatest sequence and the last event it allocated.
+            """CREATE TABLE event_heads (
+                epoch INTEGER PRIMARY KEY, last_seq INTEGER NOT NULL, last_event INTEGER NOT NULL
+            )""",
+        ),
+    ),
+)
+
+
+def translate(err: archive_errors.StoreError, doing: str) -> MsgStoreError:
+    """The msgstore error for an error of the shared SQLite connection layer (raise it ``from err``)."""
+    if isinstance(err, archive_errors.StoreUnavailable):
+        return StoreUnavailable(f"messaging store {doing}: {err}")
+    if isinstance(err, archive_errors.SchemaError):
+        return SchemaError(f"messaging store {doing}: {err}")
+    return MsgStoreError(f"messaging store {doing}: {err}")
+
+
+def in_transaction(conn: sqlite3.Connection, body: Callable[[], T]) -> T:
+    """Run ``body`` inside ``BEGIN IMMEDIATE`` … ``COMMIT`` (rolled back on any exception).
+
+    IMMEDIATE takes the write lock up front, so two processes sharing the file (two replicas) serialise
+    here instead of failing later with SQLITE_BUSY on a read-then-write.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = body()
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result

@@ -1,0 +1,173 @@
+"""The messaging store contract bound to the Cassandra backend, on the real local node.
+
+One keyspace serves the module (``mmt_msgstore_cassandra_<pid>``, dropped at the end; the node itself is
+shared and never touched); every test starts from empty tables (TRUNCATE).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from msgstore.cassandra.schema import DATA_TABLES
+from msgstore.cassandra.store import CassandraMsgStore
+from msgstore.config import StoreConfig
+from msgstore.errors import StoreUnavailable
+from msgstore.factory import create_store
+from msgstore.protocol import MsgStore
+from msgstore.settings import StoreSettings
+from msgstore.sharding import DAY_S, day_of, shard_of
+from msgstore.types import SendState
+from tests.integration.archive import cassandra_fixtures as cf
+from tests.integration.msgstore.contract import SETTINGS, SHARDS, T0, MsgStoreContract, StoreFactory
+from tests.integration.msgstore.contract_data import advanced, entry, record, shard_lease, writer_of
+from tools.cassandra import ctl
+
+pytestmark = pytest.mark.cassandra
+
+cassandra_node = cf.cassandra_node
+cassandra_admin = cf.cassandra_admin
+cassandra_keyspace = cf.cassandra_keyspace
+
+
+def _empty(admin: Any, keyspace: str) -> None:
+    existing = {
+        row[0]
+        for row in cf.admin_execute(
+            admin, "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (keyspace,)
+        )
+    }
+    for future in [admin.execute_async(f"TRUNCATE {keyspace}.{t}") for t in DATA_TABLES if t in existing]:
+        future.result()
+
+
+class TestCassandraContract(MsgStoreContract):
+    """Every contract test against the module's keyspace, emptied before each test."""
+
+    @pytest.fixture
+    async def make_store(
+        self, cassandra_node: ctl.NodeConfig, cassandra_admin: Any, cassandra_keyspace: str
+    ) -> AsyncIterator[StoreFactory]:
+        """Open CassandraMsgStores on the module keyspace; all are closed at teardown."""
+        _empty(cassandra_admin, cassandra_keyspace)
+        opened: list[CassandraMsgStore] = []
+
+        async def factory(settings: StoreSettings = SETTINGS) -> MsgStore:
+            store = CassandraMsgStore(
+                [cassandra_node.host],
+                cassandra_node.native_port,
+                cassandra_keyspace,
+                settings,
+                request_timeout=30.0,
+            )
+            await store.open()
+            opened.append(store)
+            return store
+
+        yield factory
+        for store in opened:
+            await store.close()
+
+
+async def test_factory_builds_a_cassandra_store(
+    cassandra_node: ctl.NodeConfig, cassandra_keyspace: str
+) -> None:
+    config = StoreConfig.from_env(
+        {
+            "MSGSTORE_BACKEND": "cassandra",
+            "MSGSTORE_CASSANDRA_HOSTS": cassandra_node.host,
+            "MSGSTORE_CASSANDRA_PORT": str(cassandra_node.native_port),
+            "MSGSTORE_CASSANDRA_KEYSPACE": cassandra_keyspace,
+        }
+    )
+    store = create_store(config)
+    assert store.backend == "cassandra"
+    with pytest.raises(StoreUnavailable):
+        _ = store.outbox  # not open yet
+    await store.open()
+    try:
+        assert store.outbox.shards == 16 and await store.records.head() >= 0
+    finally:
+        await store.close()
+
+
+async def test_an_unreachable_node_is_unavailable() -> None:
+    store = CassandraMsgStore(["127.0.0.1"], 1, "mmt_nowhere", SETTINGS, connect_timeout=1.0)
+    with pytest.raises(StoreUnavailable):
+        await store.open()
+
+
+# ---------------------------------------------------------------------- Cassandra only
+
+
+@pytest.fixture
+async def store(
+    cassandra_node: ctl.NodeConfig, cassandra_admin: Any, cassandra_keyspace: str
+) -> AsyncIterator[CassandraMsgStore]:
+    """A store on the module keyspace, emptied first."""
+    _empty(cassandra_admin, cassandra_keyspace)
+    opened = CassandraMsgStore(
+        [cassandra_node.host], cassandra_node.native_port, cassandra_keyspace, SETTINGS
+    )
+    await opened.open()
+    yield opened
+    await opened.close()
+
+
+async def test_bucket_counts_equal_the_listing_rows(
+    store: CassandraMsgStore, cassandra_admin: Any, cassandra_keyspace: str
+) -> None:
+    writer = await writer_of(store)
+    rows = [record(n, created=T0 + n % 97, topic=f"/t/1/{n % 3}/proto", subs=("S",)) for n in range(400)]
+    await writer.commit(rows[:250], [], now=T0)  # larger than one batch: split, counts per batch
+    for i in range(250, 400, 30):
+        await writer.commit(rows[i : i + 30], [], now=T0)
+    counts = {
+        (kind, key, bucket): n
+        for kind, key, bucket, n in cf.admin_execute(
+            cassandra_admin, f"SELECT kind, key, bucket, rows FROM {cassandra_keyspace}.record_buckets"
+        )
+    }
+    actual: dict[tuple[str, str, int], int] = {}
+    for topic, bucket in cf.admin_execute(
+        cassandra_admin, f"SELECT content_topic, bucket FROM {cassandra_keyspace}.records_by_topic"
+    ):
+        actual[("t", topic, bucket)] = actual.get(("t", topic, bucket), 0) + 1
+    for sub, bucket in cf.admin_execute(
+        cassandra_admin, f"SELECT subscription_id, bucket FROM {cassandra_keyspace}.records_by_subscription"
+    ):
+        actual[("s", sub, bucket)] = actual.get(("s", sub, bucket), 0) + 1
+    assert counts == actual and sum(n for (kind, _, _), n in counts.items() if kind == "s") == 400
+
+
+async def test_the_open_request_watermark_follows_the_oldest_open_day(
+    store: CassandraMsgStore, cassandra_admin: Any, cassandra_keyspace: str
+) -> None:
+    today = day_of(T0)
+    old = [
+        e for e in (entry(n, at=T0 - 3 * DAY_S) for n in range(40)) if shard_of(e.request_id, SHARDS) == 0
+    ][:2]
+    fresh = next(e for e in (entry(n, at=T0) for n in range(100, 200)) if shard_of(e.request_id, SHARDS) == 0)
+    for e in (*old, fresh):
+        await store.outbox.add(e, now=T0)
+    lease = await shard_lease(store, 0)
+
+    def watermark() -> int:
+        rows = cf.admin_execute(
+            cassandra_admin, f"SELECT watermark_day FROM {cassandra_keyspace}.outbox_shards WHERE shard = 0"
+        )
+        return int(rows.one()[0])
+
+    got = await store.outbox.open_requests(0, lease, now=T0)
+    assert [g.request_id for g in got] == [
+        e.request_id for e in sorted((*old, fresh), key=lambda e: (e.progress.scheduled_at, e.request_id))
+    ]
+    assert watermark() == today - 3
+    for e in old:
+        await store.outbox.save(advanced(e, SendState.SUCCEEDED, T0 + 1), lease, now=T0 + 1)
+    assert [g.request_id for g in await store.outbox.open_requests(0, lease, now=T0 + 2)] == [
+        fresh.request_id
+    ]
+    assert watermark() == today - 1  # never past yesterday: another replica may be adding today
