@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from archivestore.types import StoredEnvelope
+from meshcore.protoconv import clip_utf8
 from services.archive.errors import InvalidField, InvalidRange, LimitExceeded
 from wakucodec.constants import BLOOM_SIZE, TOPIC_LENGTH, UINT32_MAX
 from wakucodec.envelope import decode_envelope
@@ -94,10 +95,7 @@ class CheckedEnvelope(NamedTuple):
 
 def clip_detail(text: str) -> str:
     """``text`` cut to at most 256 bytes of UTF-8 (PutResult.detail's bound), marked with an ellipsis."""
-    raw = text.encode()
-    return (
-        text if len(raw) <= MAX_DETAIL_BYTES else raw[: MAX_DETAIL_BYTES - 3].decode(errors="ignore") + "..."
-    )
+    return clip_utf8(text, MAX_DETAIL_BYTES)
 
 
 def check_envelope(

@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 
 import grpc
 import grpc.aio
-from google.protobuf import timestamp_pb2
 from opentelemetry import trace
 from prometheus_client import REGISTRY, CollectorRegistry
 
@@ -21,6 +20,7 @@ from mailmesh.history.v1 import history_pb2, history_pb2_grpc
 from mailmesh.ingest.v1 import ingest_pb2, ingest_pb2_grpc
 from meshcore import make_channel, remaining_timeout, translate_rpc_error
 from meshcore.errors import Internal
+from meshcore.protoconv import timestamp
 from services.edge_peer.forwarder import IngestAck, OutgoingBatch
 from wakucodec.errors import InvalidResponse
 from wakucodec.responses import split_sized
@@ -38,13 +38,6 @@ def _end(call: object) -> None:
     cancel = getattr(call, "cancel", None)
     if cancel is not None:
         cancel()
-
-
-def _timestamp(unix: float) -> timestamp_pb2.Timestamp:
-    stamp = timestamp_pb2.Timestamp()
-    seconds = int(unix)
-    stamp.seconds, stamp.nanos = seconds, int((unix - seconds) * 1e9)
-    return stamp
 
 
 class IngestClient:
@@ -83,7 +76,7 @@ class IngestClient:
             batch_id=batch.batch_id,
             envelopes=batch.envelopes,
             source_peer_id=batch.source_peer_id,
-            received_at=_timestamp(batch.received_at),
+            received_at=timestamp(batch.received_at),
             source=self._source,
         )
 

@@ -6,15 +6,13 @@ slow StreamEnvelopes consumer, UNAVAILABLE while shutting down), mapped to statu
 
 from __future__ import annotations
 
-import math
 from collections.abc import AsyncIterator
 from typing import Any
-
-from google.protobuf import timestamp_pb2
 
 from mailmesh.common.v1 import common_pb2
 from mailmesh.edgepeer.v1 import edgepeer_pb2, edgepeer_pb2_grpc
 from meshcore.errors import InvalidArgument
+from meshcore.protoconv import clip_utf8, timestamp
 from services.edge_peer.feed import LiveEnvelope, SubscriptionFilter
 from services.edge_peer.logic import EdgePeer, PeerView
 from wakucodec.constants import BLOOM_SIZE, MAX_TOPIC_INTEREST, TOPIC_LENGTH
@@ -60,15 +58,8 @@ def _invalid(field: str, problem: str) -> InvalidArgument:
     return InvalidArgument(f"{field}: {problem}", {"reason": "INVALID_FIELD", "field": field})
 
 
-def _timestamp(unix: float) -> timestamp_pb2.Timestamp:
-    stamp = timestamp_pb2.Timestamp()
-    seconds = math.floor(unix)
-    stamp.seconds, stamp.nanos = seconds, int((unix - seconds) * 1e9)
-    return stamp
-
-
 def _trim(text: str) -> str:
-    return text.encode()[:_ERROR_TEXT_MAX].decode(errors="ignore")
+    return clip_utf8(text, _ERROR_TEXT_MAX, marker="")
 
 
 def to_publish_result(result: PublishResult) -> edgepeer_pb2.PublishResult:
@@ -101,7 +92,7 @@ def to_received(item: LiveEnvelope) -> edgepeer_pb2.ReceivedEnvelope:
             pow=calculate_pow(env),
         ),
         source_peer_id=item.source_peer_id or b"",
-        received_at=_timestamp(item.received_at),
+        received_at=timestamp(item.received_at),
         sequence=item.sequence,
         local=item.local,
         ephemeral=item.ephemeral,
@@ -128,7 +119,7 @@ def to_peer(view: PeerView, *, trusted: bool) -> edgepeer_pb2.Peer:
         topic_interest_count=info.topic_interest_count,
         light_node=info.light_node,
         confirmations_enabled=info.confirmations_enabled,
-        connected_since=_timestamp(info.connected_since),
+        connected_since=timestamp(info.connected_since),
         trusted=trusted,
         static_peer=info.static,
         client_id=info.client_id,
@@ -244,7 +235,7 @@ class EdgePeerServicer(edgepeer_pb2_grpc.EdgePeerServiceServicer):
             client_id=f.client_id,
             peer_count=f.peer_count,
             max_peers=f.max_peers,
-            started_at=_timestamp(f.started_at),
+            started_at=timestamp(f.started_at),
             instance=f.instance,
         )
 

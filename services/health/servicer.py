@@ -11,12 +11,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from google.protobuf.duration_pb2 import Duration
-from google.protobuf.timestamp_pb2 import Timestamp
-
 from mailmesh.common.v1 import common_pb2
 from mailmesh.health.v1 import health_pb2, health_pb2_grpc
 from meshcore.errors import InvalidArgument
+from meshcore.protoconv import duration, timestamp
 from services.health.logic import EdgePeerHealth, HealthReport, HealthStatus, ServiceObservation, Thresholds
 from services.health.monitor import HealthMonitor
 from services.health.watch import WatchUpdate
@@ -29,18 +27,6 @@ _ANY_CHANGE = {
     health_pb2.WATCH_MODE_STATUS: False,
     health_pb2.WATCH_MODE_ANY: True,
 }
-
-
-def _timestamp(seconds: float) -> Timestamp:
-    stamp = Timestamp()
-    stamp.FromNanoseconds(round(seconds * 1e9))
-    return stamp
-
-
-def _duration(seconds: float) -> Duration:
-    span = Duration()
-    span.FromNanoseconds(round(seconds * 1e9))
-    return span
 
 
 def _status(status: HealthStatus | None) -> common_pb2.HealthStatus.ValueType:
@@ -58,7 +44,7 @@ def _edge_peer(e: EdgePeerHealth) -> health_pb2.EdgePeerHealth:
         peer_count=e.peer_count,
         peers_by_capability=dict(e.peers_by_capability),
         error=o.error,
-        checked_at=_timestamp(o.checked_at),
+        checked_at=timestamp(o.checked_at),
     )
 
 
@@ -69,7 +55,7 @@ def _service(s: ServiceObservation) -> health_pb2.ServiceHealth:
         grpc_service=s.grpc_service,
         status=health_pb2.ServingStatus.ValueType(int(s.status)),
         error=s.error,
-        checked_at=_timestamp(s.checked_at),
+        checked_at=timestamp(s.checked_at),
         affects_status=s.affects_status,
     )
 
@@ -78,8 +64,8 @@ def _thresholds(t: Thresholds) -> health_pb2.HealthThresholds:
     return health_pb2.HealthThresholds(
         minimally_healthy_peers=t.minimally_healthy_peers,
         healthy_peers=t.healthy_peers,
-        hold=_duration(t.hold_s),
-        loss_hold=_duration(t.loss_hold_s),
+        hold=duration(t.hold_s),
+        loss_hold=duration(t.loss_hold_s),
     )
 
 
@@ -88,8 +74,8 @@ def to_proto(report: HealthReport) -> health_pb2.HealthReport:
     a = report.assessment
     message = health_pb2.HealthReport(
         status=_status(report.status),
-        status_since=_timestamp(report.status_since),
-        evaluated_at=_timestamp(report.evaluated_at),
+        status_since=timestamp(report.status_since),
+        evaluated_at=timestamp(report.evaluated_at),
         peer_count=a.peer_count,
         edge_peers=[_edge_peer(e) for e in a.edge_peers],
         services=[_service(s) for s in a.services],
@@ -102,7 +88,7 @@ def to_proto(report: HealthReport) -> health_pb2.HealthReport:
         evaluated_status=_status(report.evaluated_status),
     )
     if report.pending_since is not None:
-        message.pending_since.CopyFrom(_timestamp(report.pending_since))
+        message.pending_since.CopyFrom(timestamp(report.pending_since))
     return message
 
 

@@ -10,6 +10,7 @@ import enum
 from dataclasses import dataclass
 
 from meshcore.errors import Unavailable
+from meshcore.protoconv import clip_utf8
 from wakucodec.envelope import Envelope
 
 __all__ = [
@@ -31,10 +32,7 @@ DETAIL_MAX_BYTES = 256
 
 def clip(text: str, limit: int = DETAIL_MAX_BYTES) -> str:
     """Cut ``text`` to at most ``limit`` UTF-8 bytes (marking a cut with "...")."""
-    data = text.encode("utf-8")
-    if len(data) <= limit:
-        return text
-    return data[: limit - 3].decode("utf-8", "ignore") + "..."
+    return clip_utf8(text, limit)
 
 
 class Fault(enum.Enum):
