@@ -17,8 +17,8 @@ store adapter (no gRPC) and cached in ``.cache/bench/history-<version>-<rows>-<s
   shapes after 40 warm-up queries: (a) **closed loop** — 20 clients, each sending its next query as soon as
   the last one completed (20 queries always in flight: the saturation reading of "20 concurrent clients");
   (b) **open loop** — 20 clients each sending one query per second on schedule for 60 s (nwaku's store
-  test shape, reference/perf-reliability.md §1b); (c) the closed loop again with limit 100 (the page size of
-  perf-reliability.md §9 goal 2), to show how the cost scales with envelopes per query.
+  test shape, docs/benchmarks.md "Reference: nwaku store"); (c) the closed loop again with limit 100 (the page
+  size of docs/benchmarks.md "Targets"), to show how the cost scales with envelopes per query.
 - **Deep pagination**: one query (the 10 hottest topics, the whole day, limit 1000, forward) followed page by
   page through its cursors up to page 500 (about 57 % of 1 M envelopes match, so page 500 exists), then
   page 1 and page 500 timed alternately, one client; the figure is median(page 500) ÷ median(page 1).
@@ -79,7 +79,8 @@ WARMUP = 40
 P50_TARGET_MS = 50.0
 P99_TARGET_MS = 400.0
 PAGE_RATIO_TARGET = 1.5
-#: Open loop: each client sends one query per second (nwaku's store test shape, perf-reliability.md §1b).
+#: Open loop: each client sends one query per second (nwaku's store test shape, docs/benchmarks.md "Reference:
+#: nwaku store").
 OPEN_LOOP_INTERVAL_S = 1.0
 #: Deadline of one measured query. A failed query (past this deadline, or failed by history-query itself,
 #: e.g. when its 5 s archive deadline expires under overload) counts in the percentiles as this long.

@@ -288,8 +288,8 @@ class HistoryDataset:
     """The history workload: ``rows`` envelopes sent in one day from ``start``, topics by :class:`TopicModel`.
 
     1 M envelopes in a day is 11.6 envelopes/s, about the status.prod fleet's whole rate
-    (~10 msg/s, reference/perf-reliability.md §1b) in one archive. Sent times are uniform over the day and
-    envelopes are generated (and loaded) in sent order, as an archive fills.
+    (~10 msg/s, docs/benchmarks.md "Reference: nwaku store") in one archive. Sent times are uniform over the
+    day and envelopes are generated (and loaded) in sent order, as an archive fills.
     """
 
     rows: int

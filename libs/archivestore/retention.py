@@ -1,4 +1,4 @@
-"""Retention: how long an envelope is kept, globally and per topic (docs/archive.md "Retention").
+"""Retention: how long an envelope is kept, globally and per topic (docs/archive.md "Cassandra tables").
 
 Pure policy: adapters turn ``expires_at`` into a Cassandra TTL or a SQLite ``expires_at`` column.
 """

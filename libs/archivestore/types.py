@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 #: The two bucketed envelope tables, named alike by both adapters, the archive service and the Spark job:
-#: by sent time (``sent // bucket_seconds``) and by topic and day (docs/archive.md "Data model").
+#: by sent time (``sent // bucket_seconds``) and by topic and day (docs/design.md "Archive data model").
 TIME_TABLE = "envelopes_by_time"
 TOPIC_TABLE = "envelopes_by_topic"
 BUCKETED_TABLES = (TIME_TABLE, TOPIC_TABLE)
@@ -16,7 +16,7 @@ BUCKETED_TABLES = (TIME_TABLE, TOPIC_TABLE)
 class Direction(enum.Enum):
     """Iteration order over ``(sent, hash)``."""
 
-    FORWARD = "forward"  # oldest first — status-go LevelDB behaviour (reference/wire-protocol.md §4.4)
+    FORWARD = "forward"  # oldest first — status-go LevelDB behaviour (docs/protocol-notes.md §4.4)
     BACKWARD = "backward"  # newest first — status-go Postgres behaviour (§4.5)
 
 

@@ -31,7 +31,7 @@ PayloadT = TypeVar("PayloadT")
 
 
 class MacState(Protocol):
-    """A running Keccak-256 state whose ``digest()`` does not finalize it (reference §5.4).
+    """A running Keccak-256 state whose ``digest()`` does not finalize it (protocol-notes §5.4).
 
     ``wakucodec.keccak.new_keccak256`` is the real one; tests inject a fake (geth ``TestRLPXFrameFake``).
     """

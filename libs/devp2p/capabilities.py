@@ -1,4 +1,4 @@
-"""Capability negotiation and the message-id space (reference §5.6; geth ``matchProtocols``).
+"""Capability negotiation and the message-id space (protocol-notes §5.6; geth ``matchProtocols``).
 
 Ids 0x00–0x0f belong to the base protocol. The remote's capabilities are sorted by name, then version, and
 every one we also support is packed upward from 0x10, each taking its protocol's ``length`` ids; when several

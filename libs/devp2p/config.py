@@ -1,8 +1,8 @@
 """Configuration of RLPx sessions and of the server: frozen dataclasses, one docstring per field.
 
-Defaults are geth's (reference §5.7, perf-reliability §6 and §9 goal 9); tests shrink the timeouts instead of
-sleeping. The edge-peer service builds these from its own ``Config.from_env()``; nothing here reads the
-environment.
+Defaults are geth's (protocol-notes §5.7, §5.9; docs/design.md "Limits and defences"); tests shrink the
+timeouts instead of sleeping. The edge-peer service builds these from its own ``Config.from_env()``; nothing
+here reads the environment.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""One RLPx session: framed, timed message I/O and session set-up (handshake + Hello, reference §5.2–§5.7).
+"""One RLPx session: framed, timed message I/O and session set-up (handshake + Hello; protocol-notes
+§5.2–§5.7).
 
 :func:`establish` runs the whole set-up within ``handshake_timeout`` (geth applies ``handshakeTimeout`` to the
 encryption handshake and to the protocol handshake): encryption handshake → an optional check on the proven

@@ -1,6 +1,6 @@
 """RLPx / devp2p constants, each with the formula or source it comes from.
 
-Section numbers refer to reference/wire-protocol.md; Go names to go-ethereum ``p2p/rlpx/rlpx.go`` (G1026),
+Section numbers refer to docs/protocol-notes.md; Go names to go-ethereum ``p2p/rlpx/rlpx.go`` (G1026),
 ``p2p/peer.go`` and ``p2p/server.go`` (G920). Limits that a deployment may want to tune are only *defaults*
 here: the live values are in :class:`devp2p.config.Timeouts` and :class:`devp2p.config.ServerConfig`.
 """
@@ -92,7 +92,7 @@ PONG_CODE: Final = 0x03
 #: (the edge-peer API exposes 128 bytes).
 MAX_LOGGED_STRING: Final = 128
 
-# --- timeouts, seconds (§5.7, perf-reliability §6) ----------------------------------------------------------
+# --- timeouts, seconds (§5.7, protocol-notes §5.9) ----------------------------------------------------------
 
 #: Encryption handshake + Hello exchange must finish within this (geth ``handshakeTimeout``).
 HANDSHAKE_TIMEOUT: Final = 5.0
@@ -105,7 +105,7 @@ PING_INTERVAL: Final = 15.0
 #: Deadline for writing a Disconnect before closing (geth ``discWriteTimeout``).
 DISCONNECT_WRITE_TIMEOUT: Final = 1.0
 
-# --- server limits (perf-reliability §6, §9 goal 9) ---------------------------------------------------------
+# --- server limits (protocol-notes §5.9, docs/design.md "Limits and defences") ------------------------------
 
 #: Default peer limit (geth's default ``MaxPeers`` on the command line).
 DEFAULT_MAX_PEERS: Final = 50

@@ -1,4 +1,5 @@
-"""EIP-8 handshake packets: the auth/ack bodies and their size-prefixed ECIES envelope (reference §5.1, §5.2).
+"""EIP-8 handshake packets: the auth/ack bodies and their size-prefixed ECIES envelope
+(protocol-notes §5.1, §5.2).
 
 ::
 

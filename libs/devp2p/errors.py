@@ -6,7 +6,7 @@ translated at the boundary with ``raise X from err``, and ``OSError`` / ``Incomp
 
     DevP2PError
     ├── HandshakeError            the RLPx encryption handshake (auth/ack) failed
-    │   ├── PlainHandshakeRefused   a pre-EIP-8 ("plain") auth or ack: not supported (§5.2)
+    │   ├── PlainHandshakeRefused   a pre-EIP-8 ("plain") auth or ack: not supported (protocol-notes §5.2)
     │   └── HandshakeTimeout        handshake + Hello not done within the handshake timeout
     ├── FrameError                an RLPx frame that cannot be read
     │   └── BadMAC                  header or frame MAC mismatch (checked before decrypting)
@@ -55,7 +55,7 @@ __all__ = [
 
 
 class DisconnectReason(IntEnum):
-    """devp2p disconnect reasons: the codes of reference/wire-protocol.md §5.7 (geth ``DiscReason``)."""
+    """devp2p disconnect reasons: the codes of docs/protocol-notes.md §5.7 (geth ``DiscReason``)."""
 
     REQUESTED = 0x00
     """Disconnect requested (geth ``DiscRequested``)."""
@@ -134,7 +134,7 @@ class FrameError(DevP2PError):
 
 
 class BadMAC(FrameError):
-    """The header MAC or frame MAC does not match; nothing was decrypted (reference §5.4)."""
+    """The header MAC or frame MAC does not match; nothing was decrypted (protocol-notes §5.4)."""
 
 
 class MessageTooLarge(DevP2PError):

@@ -1,4 +1,4 @@
-"""The RLPx frame codec: AES-256-CTR encryption and the Keccak header/frame MACs (reference §5.4).
+"""The RLPx frame codec: AES-256-CTR encryption and the Keccak header/frame MACs (protocol-notes §5.4).
 
 A frame on the wire::
 

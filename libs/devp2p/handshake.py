@@ -1,4 +1,5 @@
-"""The RLPx encryption handshake as initiator and recipient, and the session secrets (reference §5.2, §5.3).
+"""The RLPx encryption handshake as initiator and recipient, and the session secrets
+(protocol-notes §5.2, §5.3).
 
 The initiator signs ``static-shared-secret XOR initiator-nonce`` with its *ephemeral* key; the recipient
 recovers the ephemeral public key from that signature. Both then derive the AES and MAC secrets from the

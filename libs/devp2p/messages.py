@@ -1,4 +1,5 @@
-"""devp2p message encoding inside a frame: ``RLP(msg-id) ‖ msg-data``, snappy after Hello (reference §5.5).
+"""devp2p message encoding inside a frame: ``RLP(msg-id) ‖ msg-data``, snappy after Hello
+(protocol-notes §5.5).
 
 - The message id is an RLP *integer* (0 → ``0x80``, 16 → ``0x10``, 142 → ``0x81 0x8e``), canonical, ≤ uint64.
 - When the remote's Hello version is ≥ 5, ``msg-data`` of every later message (ping/pong/disconnect too) is

@@ -1,4 +1,4 @@
-"""The devp2p base protocol ("p2p", ids 0x00–0x0f): Hello, Disconnect, Ping, Pong (reference §5.6, §5.7).
+"""The devp2p base protocol ("p2p", ids 0x00–0x0f): Hello, Disconnect, Ping, Pong (protocol-notes §5.6, §5.7).
 
 One class per command with its id, payload type and codec (trinity ``p2p/p2p_proto.py``). Payloads are
 plain RLP; snappy is applied by the connection, never to Hello. Decoders are as lenient as geth's:

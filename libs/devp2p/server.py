@@ -1,6 +1,6 @@
 """The devp2p server ("peer pool"): listener, dialler, limits, static peers, graceful shutdown.
 
-Per inbound connection, cheapest check first (perf-reliability §9 goal 10):
+Per inbound connection, cheapest check first (docs/design.md "Limits and defences"):
 
 1. shutting down / per-IP throttle / pending-handshake limit → close without a word (geth
    ``checkInboundConn``; no session exists yet), counted in ``stats.rejected``;

@@ -36,7 +36,7 @@ Parser = Callable[[str], T]
 """A function from the raw environment string to a typed value; raises ValueError when bad."""
 
 # Strict on purpose: "on", "y", "enabled" and friends are rejected so that a typo is an error
-# instead of silently meaning False (the mixed-polarity trap house-style §2.6 warns about).
+# instead of silently meaning False (the mixed-polarity trap docs/design.md "Configuration" warns about).
 _TRUE = frozenset({"true", "1", "yes"})
 _FALSE = frozenset({"false", "0", "no"})
 

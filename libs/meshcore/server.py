@@ -12,7 +12,7 @@ it NOT_SERVING with :meth:`MeshServer.set_serving` (say, a store that did not op
 retry loop that reports SERVING later). Health has one source of truth, so ``start()`` can never overwrite a
 hook's NOT_SERVING with SERVING, whichever of the two reports first.
 
-The graceful sequence, in order (house-style "A service"; infra.md §7 "Graceful shutdown"):
+The graceful sequence, in order (docs/design.md "Graceful shutdown"; docs/platform-notes.md "gRPC in Python"):
 
 1. health goes NOT_SERVING for every service, so readiness probes fail and traffic drains;
 2. shutdown hooks run (stop intake: close listeners, stop background loops);

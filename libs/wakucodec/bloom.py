@@ -1,4 +1,4 @@
-"""Topic → bloom filter, bloom matching, and topic conversions (reference/wire-protocol.md §1.4, §7.2).
+"""Topic → bloom filter, bloom matching, and topic conversions (docs/protocol-notes.md §1.4, §7.2).
 
 A bloom is 64 bytes (512 bits). A topic sets at most three bits; a node's bloom is the bytewise OR of the
 blooms of the topics it is interested in, and an envelope is forwarded to / accepted by a node when the

@@ -2,7 +2,7 @@
 
 Every value is copied from go-ethereum v1.9.20 ``whisper/whisperv6/doc.go`` (G920) and status-go
 ``waku/common/const.go`` (SG), which agree on all of them; section numbers refer to
-``reference/wire-protocol.md``. Derived values are written as the formula the Go source uses, so a reader
+``docs/protocol-notes.md``. Derived values are written as the formula the Go source uses, so a reader
 can check them against the source without doing arithmetic.
 
 Message codes and p2p-level limits live with the protocol/peer code, not here: this module only holds what

@@ -1,19 +1,19 @@
 """Waku v2 content topics (23/WAKU2-TOPICS) and their mapping onto 4-byte Waku v1 / Whisper topics.
 
-Format (reference/messaging-api-and-store.md §3.3): ``/{application}/{version}/{name}/{encoding}``, with
+Format (docs/protocol-notes.md §11.3): ``/{application}/{version}/{name}/{encoding}``, with
 an optional autosharding generation prefix ``/{generation}/…``. Parsing follows nwaku's
 ``NsContentTopic.parse`` (leading slash, 4 or 5 parts, every part non-empty, numeric generation) plus its
 sharding rule that only generation 0 exists yet; we accept ASCII digits only (nwaku's ``parseInt`` would
 also take a sign).
 
-v1 ↔ v2 mapping (DESIGN.md "Messaging API decisions"; messaging-api-and-store.md §3.5; nwaku's wakubridge
+v1 ↔ v2 mapping (docs/design.md "Messaging API decisions"; protocol-notes §11.5; nwaku's wakubridge
 and status-go's ``wakuv2/common/topic.go``):
 
 - v1 → v2: ``/waku/1/0x<8 lowercase hex>/rfc26``.
 - v2 → v1: a *bridgeable* content topic — application ``waku``, version ``1``, encoding ``rfc26``, no
   generation or generation 0, name of 8 hex digits (either case, ``0x`` optional as in nwaku) — maps to
   those 4 bytes; **any other string** maps to ``keccak256(content_topic)[:4]``, the rule Status uses for
-  public-chat topics (wire-protocol.md §2.6). That branch never fails, so any string a Messaging API
+  public-chat topics (protocol-notes §2.6). That branch never fails, so any string a Messaging API
   caller sends has a v1 topic; validating it is the caller's business (:meth:`ContentTopic.parse`).
 """
 

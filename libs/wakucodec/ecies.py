@@ -1,6 +1,6 @@
 """ECIES exactly as go-ethereum's ``crypto/ecies`` does it for secp256k1 (``ECIES_AES128_SHA256``).
 
-Used for asymmetric Whisper payloads (reference/wire-protocol.md §2.5, s1 = s2 = nil) and for the RLPx
+Used for asymmetric Whisper payloads (docs/protocol-notes.md §2.5, s1 = s2 = nil) and for the RLPx
 handshake (§5.1-5.2, s1 = nil, s2 = the 2-byte big-endian size prefix of an EIP-8 packet). Layout::
 
     R (65, 0x04‖X‖Y) ‖ IV (16) ‖ AES-128-CTR(Ke, IV, m) ‖ HMAC-SHA256(Km, IV ‖ c ‖ shared_mac_data) (32)
@@ -33,7 +33,7 @@ _R_LENGTH = 65  # uncompressed point, (BitSize + 7) / 4 in geth's Decrypt
 _IV_LENGTH = 16  # AES block size
 _MAC_LENGTH = 32  # SHA-256
 _KEY_LENGTH = 16  # ECIES_AES128_SHA256.KeyLen
-#: Bytes ECIES adds to a plaintext: ephemeral key 65 + IV 16 + MAC 32 (reference/wire-protocol.md §5.1).
+#: Bytes ECIES adds to a plaintext: ephemeral key 65 + IV 16 + MAC 32 (docs/protocol-notes.md §5.1).
 OVERHEAD = _R_LENGTH + _IV_LENGTH + _MAC_LENGTH
 
 

@@ -1,4 +1,4 @@
-"""The Whisper v6 / Waku v1 envelope ``[Expiry, TTL, Topic, Data, Nonce]`` (wire-protocol.md §1.1, §1.2).
+"""The Whisper v6 / Waku v1 envelope ``[Expiry, TTL, Topic, Data, Nonce]`` (protocol-notes §1.1, §1.2).
 
 Decoding follows go-ethereum v1.9.20 ``whisper/whisperv6/envelope.go`` ``DecodeRLP`` and status-go
 ``waku/common/envelope.go``: the bytes must decode with Go's strict ``rlp`` package into

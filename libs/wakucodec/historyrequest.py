@@ -2,7 +2,7 @@
 
 Every 0x7e (P2P Request) dialect a real client sends decodes into one :class:`HistoryRequest`. The wire
 forms are in :mod:`wakucodec.requestdialects`, the packet-level composite in :mod:`wakucodec.requests`.
-Sources: reference/wire-protocol.md §4.1 (dialects), §4.2 (defaults, validation), §4.12 (geth), §9 item 6.
+Sources: docs/protocol-notes.md §4.1 (dialects), §4.2 (defaults, validation), §4.12 (geth), §9 item 6.
 
 Server rules, two flavours:
 
@@ -11,10 +11,10 @@ Server rules, two flavours:
   ``Upper 0 → now + 60``, then the errors ``"query range is invalid: lower > upper"``,
   ``"bloom filter and topics is empty"`` and ``"limit exceeds the maximum allowed value"``, in that order
   (SG ``mailserver/request.go``).
-- :meth:`HistoryRequest.normalize` is what Mailmesh serves (DESIGN.md "Protocol decisions": "Limit defaults
-  to and is capped at 1000"): the same defaults, a limit above 1000 is **capped** instead of refused, the
-  two other errors are kept, and non-empty topics **replace** the bloom (``bloom = None``) because Topics
-  override Bloom (RFC8; SG LevelDB/Postgres backends ignore the bloom when topics are given).
+- :meth:`HistoryRequest.normalize` is what Mailmesh serves (docs/design.md "Protocol decisions":
+  "Limit defaults to and is capped at 1000"): the same defaults, a limit above 1000 is **capped** instead of
+  refused, the two other errors are kept, and non-empty topics **replace** the bloom (``bloom = None``)
+  because Topics override Bloom (RFC8; SG LevelDB/Postgres backends ignore the bloom when topics are given).
 """
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ __all__ = [
     "HistoryRequest",
 ]
 
-#: status-go ``whisperTTLSafeThreshold``, seconds: ``Upper == 0`` means ``now + 60`` (wire-protocol.md §4.2).
+#: status-go ``whisperTTLSafeThreshold``, seconds: ``Upper == 0`` means ``now + 60`` (protocol-notes §4.2).
 UPPER_SAFE_THRESHOLD = 60
-#: status-go ``CursorLength``: ``sentTime(4) ‖ envelopeHash(32)`` (wire-protocol.md §4.3).
+#: status-go ``CursorLength``: ``sentTime(4) ‖ envelopeHash(32)`` (protocol-notes §4.3).
 CURSOR_LENGTH = 4 + 32
 
 
 class Dialect(enum.Enum):
-    """The wire forms of a history request (wire-protocol.md §4.1 and §9 item 6)."""
+    """The wire forms of a history request (protocol-notes §4.1 and §9 item 6)."""
 
     #: status-go plain ``MessagesRequest`` as the 0x7e payload itself (no envelope):
     #: ``[ID, From, To, Limit, Cursor, Bloom, Topics]`` — status-go clients ~2021-2024.
@@ -71,7 +71,7 @@ class Dialect(enum.Enum):
 
         status-go's ``checkMsgSignature`` and geth's ``validateRequest`` both refuse an unsigned request, so
         the dialects those servers accept require one. The spec dialects do not: NWAKU's ``requestMail``
-        seals the payload with a symmetric key only (wire-protocol.md §4.1 B).
+        seals the payload with a symmetric key only (protocol-notes §4.1 B).
         """
         return self in (Dialect.STATUS_ENVELOPE, Dialect.STATUS_LEGACY_6, Dialect.GETH_BINARY)
 
@@ -154,8 +154,9 @@ class HistoryRequest:
         """Return the request Mailmesh serves: defaults applied, limit capped, topics overriding bloom.
 
         Differs from ``with_defaults().validate()`` only in capping ``limit`` at 1000 instead of refusing it
-        (DESIGN.md "Limit defaults to and is capped at 1000"). Raises :class:`InvalidRequest` for an inverted
-        range or a request with neither bloom nor topics, with status-go's message text.
+        (docs/design.md "Protocol decisions": "Limit defaults to and is capped at 1000"). Raises
+        :class:`InvalidRequest` for an inverted range or a request with neither bloom nor topics, with
+        status-go's message text.
         """
         req = self.with_defaults(now)
         req = replace(req, limit=min(req.limit, MAX_QUERY_LIMIT))

@@ -1,11 +1,11 @@
 """Legacy Keccak-256, the hash Ethereum, Whisper and Waku v1 use everywhere.
 
-Keccak-256 is *not* ``hashlib.sha3_256``: NIST SHA3 changed the padding byte (reference/wire-protocol.md §8),
+Keccak-256 is *not* ``hashlib.sha3_256``: NIST SHA3 changed the padding byte (docs/protocol-notes.md §8),
 and CPython's ``hashlib`` has no pre-NIST Keccak. safe-pysha3 (a maintained build of pysha3, the Keccak code
 CPython's own ``_sha3`` module came from) is used: its hashlib-style object costs ~1.2 µs for a short input,
 against ~5 µs through pycryptodome's ``Crypto.Hash.keccak`` wrapper, and the per-envelope hot path hashes two
 or three times (docs/benchmarks.md). Its running state has hashlib semantics — ``digest()`` does not finalize,
-``update()`` may follow — which the RLPx MACs need (reference/wire-protocol.md §5.4).
+``update()`` may follow — which the RLPx MACs need (docs/protocol-notes.md §5.4).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The Whisper v6 message: the plaintext inside an envelope's ``Data``, and sealing/opening it.
 
-Layout (reference/wire-protocol.md §2.1; G920/SG ``message.go``; EIP-627 "Contents of Data Field")::
+Layout (docs/protocol-notes.md §2.1; G920/SG ``message.go``; EIP-627 "Contents of Data Field")::
 
     flags (1) ‖ payload size (1..3 bytes, little-endian) ‖ payload ‖ padding ‖ [signature (65)]
 

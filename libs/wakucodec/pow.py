@@ -1,4 +1,4 @@
-"""Envelope proof of work: checking and sealing (reference/wire-protocol.md §1.3, §1.5, §7.1).
+"""Envelope proof of work: checking and sealing (docs/protocol-notes.md §1.3, §1.5, §7.1).
 
 The formula is the one of go-ethereum ≥ v1.9.0 (G920 ``whisper/whisperv6/envelope.go`` ``calculatePoW``,
 ``Seal``, ``powToFirstBit``) and of all status-go Waku code (SG ``waku/common/envelope.go``)::

@@ -1,6 +1,6 @@
 """Wire codecs for every history-request dialect, and the rule that tells them apart.
 
-Per dialect (reference/wire-protocol.md §4.1, §4.12, §9 item 6)::
+Per dialect (docs/protocol-notes.md §4.1, §4.12, §9 item 6)::
 
     STATUS_PLAIN     0x7e payload    [ID, From, To, Limit, Cursor, Bloom, Topics]
     STATUS_ENVELOPE  envelope data   [Lower, Upper, Bloom, Topics, Limit, Cursor, Batch]
@@ -54,7 +54,7 @@ _TIME_RANGE = 8  # Lower(4) ‖ Upper(4)
 _WITH_BLOOM = _TIME_RANGE + BLOOM_SIZE  # 72
 _WITH_LIMIT = _WITH_BLOOM + 4  # 76
 _WITH_CURSOR = _WITH_LIMIT + CURSOR_LENGTH  # 112
-#: The binary payload lengths accepted (wire-protocol.md §4.1 C, §4.12).
+#: The binary payload lengths accepted (protocol-notes §4.1 C, §4.12).
 GETH_BINARY_LENGTHS = frozenset({_TIME_RANGE, _WITH_BLOOM, _WITH_LIMIT, _WITH_CURSOR})
 
 _RLP_FIELD_COUNT = {

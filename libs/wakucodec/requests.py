@@ -4,7 +4,7 @@ The request model lives in :mod:`wakucodec.historyrequest` and the per-dialect w
 :mod:`wakucodec.requestdialects`; both are re-exported here, so ``wakucodec.requests`` is the one import a
 caller needs (docs/codec-apis.md).
 
-:func:`decode_p2p_request` follows status-go's ``handleP2PRequestCode`` order (wire-protocol.md §3.7):
+:func:`decode_p2p_request` follows status-go's ``handleP2PRequestCode`` order (protocol-notes §3.7):
 
 1. Decode the payload as an **envelope** (exactly 5 items, Go types). If that works it *is* an envelope
    request and never falls back: PoW check (skipped when ``min_pow <= 0``; an envelope with TTL 0, as NWAKU

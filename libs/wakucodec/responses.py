@@ -1,6 +1,6 @@
 """Mailserver responses: 0x7f (P2P Message) bundles and 0x7d (P2P Request Complete), every dialect.
 
-0x7f payload (reference/wire-protocol.md §3.1, §3.2, §3.7, §4.12, §9 item 8):
+0x7f payload (docs/protocol-notes.md §3.1, §3.2, §3.7, §4.12, §9 item 8):
 
 - waku (status-go ``SendRawP2PDirect``) and the specs: an RLP **list** of raw envelopes, even for one;
 - geth shh/6: the raw envelope itself (one envelope per packet);
@@ -58,7 +58,7 @@ HASH_LENGTH = 32
 ZERO_HASH = bytes(HASH_LENGTH)
 #: status-go ``mailServerFailedPayloadPrefix``.
 ERROR_PREFIX = b"ERROR="
-#: What status-go puts before a ``Validate`` error in the ``ERROR=`` text (wire-protocol.md §4.2).
+#: What status-go puts before a ``Validate`` error in the ``ERROR=`` text (protocol-notes §4.2).
 VALIDATION_ERROR_PREFIX = "request is invalid: "
 #: The largest success payload status-go's receiver accepts: two hashes and a 36-byte cursor.
 _MAX_CONCATENATED = 2 * HASH_LENGTH + CURSOR_LENGTH

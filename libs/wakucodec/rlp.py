@@ -1,7 +1,7 @@
 """Strict, canonical, size-bounded RLP (Ethereum Yellow Paper, appendix B).
 
 Why our own codec rather than pyrlp: every decoder here must reject non-canonical input exactly like
-go-ethereum's ``rlp`` package does (reference/wire-protocol.md §1.1 — geth hashes the raw received bytes,
+go-ethereum's ``rlp`` package does (docs/protocol-notes.md §1.1 — geth hashes the raw received bytes,
 which only equals the hash of our re-encoding if non-canonical forms are refused), must check sizes before it
 allocates, and must raise :class:`~wakucodec.errors.MalformedRLP` instead of ``IndexError``. pyrlp is kept as
 a test oracle (tests/unit/wakucodec/test_rlp.py).
@@ -143,7 +143,7 @@ def split_list(data: bytes, *, max_size: int | None = None, max_items: int | Non
 
     Only the element headers are checked (canonically); each element's body is left for the caller to
     decode. Used where the raw bytes matter — an envelope's hash is keccak256 of the bytes as received
-    (reference/wire-protocol.md §1.2).
+    (docs/protocol-notes.md §1.2).
     """
     data = bytes(data)
     if max_size is not None and len(data) > max_size:

@@ -1,6 +1,6 @@
 """secp256k1 keys, recoverable signatures and raw-X ECDH, as go-ethereum's ``crypto`` package does them.
 
-Byte conventions (reference/wire-protocol.md §2.3, §5.1-5.2):
+Byte conventions (docs/protocol-notes.md §2.3, §5.1-5.2):
 
 - private keys are 32 big-endian bytes with ``1 <= d < n`` (geth ``crypto.ToECDSA``);
 - public keys are 64 bytes ``X ‖ Y`` without the ``0x04`` prefix (geth ``FromECDSAPub(pub)[1:]``, the RLPx
@@ -161,7 +161,7 @@ def ecdh_x(priv: bytes, pub: bytes) -> bytes:
     """Return the 32-byte X coordinate of ``priv · pub`` (constant time), left-padded with zeros.
 
     This is geth's ``ecies.PrivateKey.GenerateShared(pub, 16, 16)`` and the RLPx ``static-shared-secret`` /
-    ``ephemeral-key`` (reference/wire-protocol.md §2.5, §5.2-5.3). Raises InvalidKey for a bad key.
+    ``ephemeral-key`` (docs/protocol-notes.md §2.5, §5.2-5.3). Raises InvalidKey for a bad key.
     """
     priv = validate_private_key(priv)
     point = _parse_public_key(pub)

@@ -1,6 +1,6 @@
 """Whisper v6 symmetric encryption (AES-256-GCM) and password-derived keys.
 
-Wire form (reference/wire-protocol.md §2.4; G920 ``encryptSymmetric`` / ``decryptSymmetric``)::
+Wire form (docs/protocol-notes.md §2.4; G920 ``encryptSymmetric`` / ``decryptSymmetric``)::
 
     Data = GCM_Seal(key, nonce, plaintext, aad = none) ‖ nonce  =  ciphertext ‖ tag (16) ‖ nonce (12)
 
@@ -8,8 +8,9 @@ Encryption refuses a key that is not 32 bytes or is all zeros (geth ``validateDa
 Decryption, like geth's ``aes.NewCipher``, takes any valid AES key (16, 24 or 32 bytes — zeros included).
 
 ``cryptography``'s AESGCM is ~60x faster than pycryptodome at 1 KiB, but only when the key object is reused:
-constructing it dominates small messages (reference/perf-reliability.md §4), so objects are kept in a small
-LRU keyed by the key bytes. A mailserver uses a handful of keys (its password key, a few topic keys).
+constructing it dominates small messages (docs/benchmarks.md "Reference: Python libraries on the hot path"),
+so objects are kept in a small LRU keyed by the key bytes. A mailserver uses a handful of keys (its password
+key, a few topic keys).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ TAG_LENGTH = 16
 OVERHEAD = TAG_LENGTH + NONCE_LENGTH
 #: PBKDF2 iteration count of ``shh_generateSymKeyFromPassword`` — 65356, *not* 65536 (§2.6).
 PBKDF2_ITERATIONS = 65356
-#: Password of the Status mailserver symmetric key (reference/wire-protocol.md §2.7).
+#: Password of the Status mailserver symmetric key (docs/protocol-notes.md §2.7).
 MAILSERVER_PASSWORD = "status-offline-inbox"
 
 _AES_KEY_LENGTHS = frozenset((16, 24, 32))

@@ -1,12 +1,12 @@
 """14/WAKU2-MESSAGE: the message record, its deterministic hash, REST hex, and the v1 bridge mapping.
 
-Sources: reference/messaging-api-and-store.md §3.1 (fields), §3.2 (hash bytes and vectors), §3.5 (v1 ↔ v2);
-DESIGN.md "Messaging API decisions".
+Sources: docs/protocol-notes.md §11.1 (fields), §11.2 (hash bytes and vectors), §11.5 (v1 ↔ v2);
+docs/design.md "Messaging API decisions".
 
 Hash: ``sha256(pubsub_topic_utf8 ‖ payload ‖ content_topic_utf8 ‖ meta ‖ timestamp_8_bytes_BE)``. Like
 nwaku (``toBytesBE(uint64(msg.timestamp))``) and go-waku, an absent timestamp is 0 and still contributes 8
-bytes (js-waku omits it when 0: the interop trap in §3.2); a negative ``sint64`` timestamp is hashed as its
-two's-complement ``uint64``. An absent ``meta`` contributes nothing.
+bytes (js-waku omits it when 0: the interop trap in protocol-notes §11.2); a negative ``sint64`` timestamp is
+hashed as its two's-complement ``uint64``. An absent ``meta`` contributes nothing.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def message_from_v1(topic: bytes, data: bytes, sent: int) -> WakuMessage:
     """The WakuMessage nwaku's bridge made from a v1 envelope: Data → payload, sent time → timestamp (ns).
 
     ``sent`` is the envelope's ``Expiry - TTL`` in seconds; version 1 because ``Data`` is already a
-    26/WAKU-PAYLOAD (Whisper v6 payload) (messaging-api-and-store.md §3.5).
+    26/WAKU-PAYLOAD (Whisper v6 payload) (protocol-notes §11.5).
     """
     return WakuMessage(
         payload=data,

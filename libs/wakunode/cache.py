@@ -1,4 +1,5 @@
-"""The relay's seen/expiry cache: envelopes by hash, in acceptance order, pruned as they expire (§1.5, §3.8).
+"""The relay's seen/expiry cache: envelopes by hash, in acceptance order, pruned as they expire
+(protocol-notes §1.5, §3.8).
 
 geth/status-go keep ``envelopes map[hash]*Envelope`` plus ``expirations map[expiry]set`` and re-scan the
 whole map for every peer every 300 ms. Here each entry also gets a sequence number, and the forwarder keeps a

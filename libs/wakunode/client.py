@@ -19,7 +19,7 @@ untrusted peers are dropped by the node. By default the client advertises an emp
 mailserver's relay does not flood it with live traffic.
 
 **Servers that never send 0x7d.** geth's Whisper mailserver (and ``wnode``) answers a request with 0x7f
-packets only (wire-protocol.md §4.12). For them a page can end by *idleness*: with ``complete_after_idle=s``
+packets only (protocol-notes §4.12). For them a page can end by *idleness*: with ``complete_after_idle=s``
 the page ends successfully, without a cursor (:attr:`PageEnd.IDLE`), once no 0x7f arrived for ``s`` seconds
 — counted from the request when nothing arrives, else from the last 0x7f. A 0x7d that arrives first still
 ends the page normally. The default (``"auto"``) is :data:`GETH_IDLE_END_S` for :attr:`Dialect.GETH_BINARY`

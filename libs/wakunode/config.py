@@ -1,6 +1,6 @@
 """Configuration of a :class:`~wakunode.node.WakuNode`: frozen dataclasses, one docstring per field.
 
-Defaults are a mailserver's (DESIGN.md "Protocol decisions"): full bloom, the minimal PoW requirement
+Defaults are a mailserver's (docs/design.md "Protocol decisions"): full bloom, the minimal PoW requirement
 status-go nodes use (0.000002), not a light node, no confirmations, rate limiting off (status-go's
 ``EnableRateLimiter`` default). The edge-peer service builds these from its own ``Config.from_env()``;
 nothing here reads the environment.
@@ -24,13 +24,15 @@ from wakunode.status_options import RateLimits, StatusOptions
 
 __all__ = ["CAPABILITIES", "MailserverConfig", "NodeConfig", "RateLimiterConfig"]
 
-#: Every capability this library speaks, in preference order (DESIGN.md: waku/1 preferred).
+#: Every capability this library speaks, in preference order (docs/design.md "Protocol decisions": waku/1
+#: preferred).
 CAPABILITIES = ("waku/1", "waku/0", "shh/6")
 
 
 @dataclass(frozen=True, slots=True)
 class RateLimiterConfig:
-    """Packet/byte token buckets on every waku/shh packet a peer sends (§4.7; SG ``rate_limiter.go``).
+    """Packet/byte token buckets on every waku/shh packet a peer sends
+    (protocol-notes §4.7; SG ``rate_limiter.go``).
 
     Limits are per second and refill continuously; 0 disables that bucket. A packet over a limit is still
     processed (as in status-go) but counted in ``waku_rate_limits_exceeded_total{type}``; after

@@ -1,4 +1,4 @@
-"""Message confirmations (§3.6): Message Response (12) and Batch Ack (11).
+"""Message confirmations (protocol-notes §3.6): Message Response (12) and Batch Ack (11).
 
 A node with confirmations enabled answers every Messages packet with a Message Response and then a Batch Ack
 (SG ``waku/v1/peer.go`` ``sendConfirmation``), both naming the batch by

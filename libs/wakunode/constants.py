@@ -1,6 +1,6 @@
 """Message codes and defaults of waku/1, waku/0 and shh/6, each with its source.
 
-Section numbers refer to reference/wire-protocol.md; Go names to status-go ``waku/v1/const.go``,
+Section numbers refer to docs/protocol-notes.md; Go names to status-go ``waku/v1/const.go``,
 ``waku/v0/const.go`` and ``waku/common/const.go`` (SG), go-ethereum v1.9.20 ``whisper/whisperv6/doc.go``
 (G920) and status-go v0.78 ``whisper/const.go`` (SG078). Codes are *local* to the protocol: devp2p adds the
 negotiated offset (§5.6).
@@ -83,7 +83,7 @@ P2P_REQUEST_CODE: Final = 126
 #: P2P Message (0x7f): history envelopes, accepted from trusted peers only (§3.7).
 P2P_MESSAGE_CODE: Final = 127
 
-# --- confirmations (§3.6) ----------------------------------------------------------------------------------
+# --- confirmations (protocol-notes §3.6) --------------------------------------------------------------------
 
 #: Message Response version; receivers ignore any other.
 MESSAGE_RESPONSE_VERSION: Final = 1

@@ -7,7 +7,7 @@ being :class:`devp2p.errors.ProtocolError` subclasses. The tree::
 
     WakuError
     ├── WakuProtocolError (also devp2p ProtocolError)   the peer broke the protocol → Disconnect 0x10
-    │   ├── BadStatus           missing, malformed or invalid Status / options (§3.1, §3.4)
+    │   ├── BadStatus           missing, malformed or invalid Status / options (protocol-notes §3.1, §3.4)
     │   ├── OversizedPacket     a packet larger than the max message size (§1.5)
     │   └── RateLimitExceeded   packet/byte limits exceeded more often than the tolerance (§4.7)
     ├── NotConnected            no waku/shh session with that peer (client and publish APIs)

@@ -1,4 +1,5 @@
-"""Answering P2P Requests (0x7e) from a :class:`~wakunode.ports.HistoryBackend` (§3.7, §4.1–§4.7).
+"""Answering P2P Requests (0x7e) from a :class:`~wakunode.ports.HistoryBackend`
+(protocol-notes §3.7, §4.1–§4.7).
 
 Per request, in status-go's order (SG ``waku/mailserver.go`` ``DeliverMail``):
 

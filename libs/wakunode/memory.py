@@ -1,11 +1,11 @@
 """In-memory implementations of the ports, for tests, benchmarks and the CLI's local mode.
 
 - :class:`MemoryHistory` — a :class:`~wakunode.ports.HistoryBackend` with status-go LevelDB semantics
-  (§4.3, §4.4): the request's defaults applied as history-query applies them (``HistoryRequest.normalize``
-  at its clock's time), entries ordered by ``(sent, hash)`` ascending, range ``lower ≤ sent ≤ upper``,
-  topics override the bloom, the cursor is ``sent(4, BE) ‖ hash(32)`` of the last delivered envelope and
-  the next page starts after it. Like history-query (and unlike status-go) a cursor is returned only
-  when a matching envelope remains after the page.
+  (protocol-notes §4.3, §4.4): the request's defaults applied as history-query applies them
+  (``HistoryRequest.normalize`` at its clock's time), entries ordered by ``(sent, hash)`` ascending, range
+  ``lower ≤ sent ≤ upper``, topics override the bloom, the cursor is ``sent(4, BE) ‖ hash(32)`` of the last
+  delivered envelope and the next page starts after it. Like history-query (and unlike status-go) a cursor is
+  returned only when a matching envelope remains after the page.
 - :class:`MemorySink` — an :class:`~wakunode.ports.EnvelopeSink` that records every call and lets a test wait
   for a number of envelopes.
 """

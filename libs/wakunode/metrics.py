@@ -1,4 +1,4 @@
-"""Counters and histograms of the node, as plain objects the host exports (§4.9).
+"""Counters and histograms of the node, as plain objects the host exports (protocol-notes §4.9).
 
 Field names are the Prometheus names of status-go (``waku/common/metrics.go``, ``mailserver/metrics.go``)
 without their prefix: ``WakuMetrics.envelopes_received_total`` is exported as

@@ -288,7 +288,7 @@ class WakuNode:
         self._notify()
 
     def check_packet(self, session: WakuPeer, payload: bytes) -> None:
-        """Rate limits (§4.7), then the max message size (§1.5): raise to disconnect."""
+        """Rate limits (protocol-notes §4.7), then the max message size (§1.5): raise to disconnect."""
         limiter = self._limiter
         if limiter is not None and not self._whitelisted(session.pubkey):
             self.metrics.rate_limits_processed_total += 1

@@ -139,7 +139,8 @@ class WakuPeer:
         return self.handshake.is_set() and not self.peer.is_closed
 
     def apply_options(self, options: StatusOptions) -> None:
-        """Adopt the peer's (merged, defaulted) options and rebuild the forwarding filter (§3.4, §3.8).
+        """Adopt the peer's (merged, defaulted) options and rebuild the forwarding filter
+        (protocol-notes §3.4, §3.8).
 
         The forwarding cursor is reset so envelopes the old filter held back are reconsidered.
         """

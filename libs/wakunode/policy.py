@@ -1,9 +1,9 @@
 """Our acceptance policy: the settings we advertise as the relay enforces them, and announcing changes.
 
 - :func:`build_policy` turns what we advertise into the :class:`~wakucodec.validation.AcceptancePolicy` that
-  incoming envelopes are checked against (§1.5). Right after a change the previous values stay tolerated
-  for ``SETTINGS_TOLERANCE_S`` (status-go ``SetMinimumPoW`` / ``SetBloomFilter`` / ``SetTopicInterest``
-  with ``tolerate``): peers need a moment to learn the new ones.
+  incoming envelopes are checked against (protocol-notes §1.5). Right after a change the previous values stay
+  tolerated for ``SETTINGS_TOLERANCE_S`` (status-go ``SetMinimumPoW`` / ``SetBloomFilter`` /
+  ``SetTopicInterest`` with ``tolerate``): peers need a moment to learn the new ones.
 - :func:`announce` tells one peer about a change: a Status Update (22) with only the changed options on
   waku/1 and waku/0 (§3.4), PoW requirement (2) and bloom exchange (3) packets on shh/6 (§3.1), which has no
   topic interest and gets the bloom of the topics instead.

@@ -42,8 +42,8 @@ __all__ = [
 
 
 class Clock(Protocol):
-    """Time sources. Envelope validation uses :meth:`time` (UNIX seconds, §1.5); rate limits, timers and
-    durations use :meth:`monotonic`."""
+    """Time sources. Envelope validation uses :meth:`time` (UNIX seconds, protocol-notes §1.5); rate limits,
+    timers and durations use :meth:`monotonic`."""
 
     def time(self) -> float:
         """Wall-clock UNIX time in seconds."""

@@ -5,8 +5,8 @@ One instance per capability, all sharing one :class:`~wakunode.session_host.Sess
 
 - ``on_start``: register the session and send our Status (waku/1: the options list; waku/0: ``[0, options]``;
   shh/6: ``[6, pow, bloom, light, confirmations, limits]``), and start the Status timer;
-- every packet first goes through the packet/byte rate limiter (§4.7) and the max-message-size check
-  (oversized → disconnect, §1.5);
+- every packet first goes through the packet/byte rate limiter (protocol-notes §4.7) and the
+  max-message-size check (oversized → disconnect, §1.5);
 - the first packet must be the peer's Status (anything else, an undecodable or invalid one, or none within
   ``status_timeout`` → disconnect 0x10); a later Status is ignored (§3.4);
 - then: Messages → relay; Status Update (waku) → merge options, a bad one is counted and ignored (status-go

@@ -1,8 +1,8 @@
 """Local publishing (edge-peer ``Publish``): validate, cache, hand to the sink, wait for the relay.
 
-A published envelope is checked exactly like one received from a peer (§1.5 — a recently expired one is
-rejected here rather than dropped silently, since the caller wants to know), cached, given to the
-:class:`~wakunode.ports.EnvelopeSink` with ``peer_id=None``, and forwarded by the next 300 ms round.
+A published envelope is checked exactly like one received from a peer (protocol-notes §1.5 — a recently
+expired one is rejected here rather than dropped silently, since the caller wants to know), cached, given to
+the :class:`~wakunode.ports.EnvelopeSink` with ``peer_id=None``, and forwarded by the next 300 ms round.
 With ``relay_timeout > 0`` the call waits until every ready peer whose PoW requirement and bloom/topic
 interest admit the envelope has it, or the timeout passes; ``relayed_to`` counts the distinct connected
 remotes holding it.

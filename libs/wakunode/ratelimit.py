@@ -1,4 +1,5 @@
-"""Rate limiting (§4.7): packet/byte token buckets per IP and per peer, and the per-peer request limiter.
+"""Rate limiting (protocol-notes §4.7): packet/byte token buckets per IP and per peer, and the per-peer
+request limiter.
 
 Both take the current time as an argument (no clock inside), so tests drive them without sleeping.
 

@@ -1,4 +1,5 @@
-"""The relay engine: acceptance of envelopes (§1.5), the seen/expiry cache, and forwarding (§3.8).
+"""The relay engine: acceptance of envelopes (protocol-notes §1.5), the seen/expiry cache, and forwarding
+(protocol-notes §3.8).
 
 - :meth:`Relay.on_messages` handles a Messages (0x01) packet: decode (an undecodable packet is counted as
   ``invalid_data`` and the peer kept, as status-go's waku does), validate each envelope against *our*

@@ -1,7 +1,8 @@
 """Status options: the settings a peer announces in Status and Status Update, in all three wire forms.
 
-- **waku/1** (§3.4; SG ``waku/v1/status_options.go``): a list of ``[key, value]`` pairs with RLP *integer*
-  keys 0–6, emitted in ascending key order with absent options omitted. The Status payload *is* that list.
+- **waku/1** (protocol-notes §3.4; SG ``waku/v1/status_options.go``): a list of ``[key, value]`` pairs with
+  RLP *integer* keys 0–6, emitted in ascending key order with absent options omitted. The Status payload *is*
+  that list.
 - **waku/0** (§3.5; SG ``waku/v0``): the same pairs with the *string* keys ``"0"``…``"5"`` (bytes
   ``0x30``…``0x35``), no key 6; Status is ``[0, options]``, Status Update the bare options list.
 - **shh/6** (§3.1, §3.2): Status is the positional list ``[6, pow_bits, bloom, light, confirmations,

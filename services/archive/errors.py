@@ -62,7 +62,7 @@ class InvalidField(InvalidArgument):
 
 
 class InvalidRange(InvalidArgument):
-    """``lower > upper`` in a time range (status-go's wording, wire §4.2)."""
+    """``lower > upper`` in a time range (status-go's wording, protocol-notes §4.2)."""
 
     def __init__(self, field: str, lower: int, upper: int) -> None:
         super().__init__(

@@ -1,6 +1,6 @@
 """The archive service's domain metrics, declared in one place (house style "Observability").
 
-status-go names where status-go has the metric (reference/wire-protocol.md §4.9, SG
+status-go names where status-go has the metric (docs/protocol-notes.md §4.9, SG
 ``mailserver/metrics.go``), with the backend in the ``db`` label as status-go puts ``leveldb``/``postgres``
 there:
 

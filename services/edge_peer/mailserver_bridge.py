@@ -11,8 +11,8 @@ history-query outcome          0x7d
 INVALID_ARGUMENT (before any   ``request is invalid: <status-go text>`` (e.g. ``invalid cursor``)
 batch)
 RESOURCE_EXHAUSTED             ``rate limit exceeded`` (status-go's text)
-anything else (UNAVAILABLE,    ``failed to process request`` — batches already sent stay valid (wire §4.6)
-deadline, internal)
+anything else (UNAVAILABLE,    ``failed to process request`` — batches already sent stay valid
+deadline, internal)            (protocol-notes §4.6)
 =============================  ===========================================================================
 
 Pure: no gRPC, no protos.

@@ -3,7 +3,7 @@
 wakunode and devp2p keep plain ints and ``Counter``s (no Prometheus dependency); :class:`EdgeCollector` turns
 them into metric families when Prometheus scrapes, so the hot paths never touch a Prometheus lock. Names:
 
-- ``waku_*`` and ``mailserver_*``: status-go's names and labels (reference/wire-protocol.md §4.9), e.g.
+- ``waku_*`` and ``mailserver_*``: status-go's names and labels (docs/protocol-notes.md §4.9), e.g.
   ``waku_envelopes_received_total``, ``waku_envelopes_cache_failures_total{type}``,
   ``waku_rate_limits_exceeded_total{type}``, ``mailserver_delivery_attempts_total`` (0x7e requests),
   ``mailserver_envelopes_total`` (envelopes sent in 0x7f), ``mailserver_delivery_failures_total{type}``;

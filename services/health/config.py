@@ -77,13 +77,14 @@ class Config(FromEnv):
         "HEALTH_MINIMALLY_HEALTHY_PEERS",
         parse_int(1, 10_000),
         default="4",
-        doc='Distinct Waku peers needed for MinimallyHealthy (msg-api "Health Indicator": at least four).',
+        doc="Distinct Waku peers needed for MinimallyHealthy "
+        '(MESSAGING-API "Health Indicator": at least four).',
     )
     healthy_peers: int = setting(
         "HEALTH_HEALTHY_PEERS",
         parse_int(1, 10_000),
         default="6",
-        doc='Distinct Waku peers needed for Healthy (msg-api "Health Indicator": at least six); '
+        doc='Distinct Waku peers needed for Healthy (MESSAGING-API "Health Indicator": at least six); '
         ">= HEALTH_MINIMALLY_HEALTHY_PEERS.",
     )
     hold_s: float = setting(

@@ -3,8 +3,8 @@
 Users of other Waku implementations complain that health flip-flops: logos-delivery re-evaluates its
 connection status on every peer event with only a 100 ms cooldown (``node_health_monitor.nim``), so one peer
 connecting and dropping around a threshold flips the state, and every flip pauses or resumes a sender's
-retries (msg-api "Retry": retries stop while unhealthy and resume on minimally healthy or healthy). The rule
-here:
+retries (MESSAGING-API "Retry": retries stop while unhealthy and resume on minimally healthy or healthy). The
+rule here:
 
 * **A change must hold.** The status moves only when every evaluation for ``hold_s`` seconds disagreed with it
   in the same direction. It then moves to the level closest to the current status among those seen in that

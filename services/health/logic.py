@@ -1,7 +1,7 @@
 """Node health as the Messaging API defines it, evaluated from one round of observations (pure).
 
-msg-api "Health Indicator" defines three states by connectivity: Unhealthy (no peer), MinimallyHealthy (a
-relay mesh of at least four peers), Healthy (at least six). Mailmesh is a Waku v1 node, so the "relay mesh"
+MESSAGING-API "Health Indicator" defines three states by connectivity: Unhealthy (no peer), MinimallyHealthy
+(a relay mesh of at least four peers), Healthy (at least six). Mailmesh is a Waku v1 node, so the "relay mesh"
 is the set of Waku peers connected to its edge peers, counted once per node ID across every edge-peer
 instance (a peer connected to two instances is one peer), and the archive is part of the node: without it
 nothing sent can be confirmed as stored, so the node is Unhealthy while no archive replica is SERVING.
@@ -45,7 +45,8 @@ EDGE_PEER = "edge-peer"
 
 
 class HealthStatus(IntEnum):
-    """msg-api "Health Indicator" states, ordered: a higher value is healthier (numbers as common.proto)."""
+    """MESSAGING-API "Health Indicator" states, ordered: a higher value is healthier
+    (numbers as common.proto)."""
 
     UNHEALTHY = 1
     MINIMALLY_HEALTHY = 2
@@ -83,7 +84,8 @@ _SPEC_NAMES = {
 
 
 def status_name(status: HealthStatus) -> str:
-    """The spec's spelling: "Unhealthy", "MinimallyHealthy", "Healthy" (msg-api "Health Indicator", REST)."""
+    """The spec's spelling: "Unhealthy", "MinimallyHealthy", "Healthy"
+    (MESSAGING-API "Health Indicator", REST)."""
     return _SPEC_NAMES[status]
 
 

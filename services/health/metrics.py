@@ -33,7 +33,7 @@ class HealthMetrics:
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
         self.status = Gauge(
             "mailmesh_health_status",
-            "Node health (msg-api Health Indicator): 1 for the current status, 0 for the others.",
+            "Node health (MESSAGING-API Health Indicator): 1 for the current status, 0 for the others.",
             ("status",),
             registry=registry,
         )

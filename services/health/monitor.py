@@ -3,9 +3,9 @@
 Each evaluation queries every target concurrently, each call under its own deadline (set by the ports in
 ``clients.py``), so one hung target costs at most that deadline and never stalls the others. A target that
 fails is observed as unreachable with the error text: an edge peer then counts 0 peers, a service counts as
-UNREACHABLE (msg-api "Health Indicator" judges connectivity; a peer count we cannot read is no connectivity we
-can rely on). The loop runs at a fixed rate; an evaluation that overruns the interval is followed by the next
-at once rather than by a burst of catch-up evaluations.
+UNREACHABLE (MESSAGING-API "Health Indicator" judges connectivity; a peer count we cannot read is no
+connectivity we can rely on). The loop runs at a fixed rate; an evaluation that overruns the interval is
+followed by the next at once rather than by a burst of catch-up evaluations.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """WatchHealth's fan-out: every watcher gets the current report, then every status change in order.
 
-msg-api "Health Indicator" requires ``health:change`` "immediately after the state transition occurs", so a
-status change is queued to every watcher in the same step that computes it, never coalesced and never held
-back by a rate limit. Watchers of any change (WATCH_MODE_ANY) also get reports whose status is unchanged, at
-most one per ``min_interval_s``: the decision is taken when an evaluation is published, on the evaluation's
+MESSAGING-API "Health Indicator" requires ``health:change`` "immediately after the state transition occurs",
+so a status change is queued to every watcher in the same step that computes it, never coalesced and never
+held back by a rate limit. Watchers of any change (WATCH_MODE_ANY) also get reports whose status is unchanged,
+at most one per ``min_interval_s``: the decision is taken when an evaluation is published, on the evaluation's
 clock, so the rate limit needs no timer of its own (the poll interval bounds the extra delay) and tests drive
 it without sleeping. An unread backlog is bounded: unchanged-status reports replace each other, and a watcher
 that lets :data:`MAX_BACKLOG` reports pile up is ended with RESOURCE_EXHAUSTED rather than holding memory.

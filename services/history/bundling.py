@@ -1,6 +1,6 @@
 """0x7f bundling over envelope sizes: where each batch of an archive chunk ends. Pure.
 
-The rule is :func:`wakucodec.responses.bundle_envelopes`' (reference/wire-protocol.md §4.6, tightened): a
+The rule is :func:`wakucodec.responses.bundle_envelopes`' (docs/protocol-notes.md §4.6, tightened): a
 batch's whole RLP list payload, header included, stays ``<= max_bytes``; an envelope that does not fit even
 alone goes alone. On top of it ``max_envelopes`` caps the envelopes per batch (1 = status-go's
 ``Batch = false``). History bundles each archive chunk as it arrives (a batch never spans two chunks), so a

@@ -1,4 +1,4 @@
-"""Mailserver history semantics over an abstract archive (wire-protocol.md §4.2-§4.6, docs/archive.md).
+"""Mailserver history semantics over an abstract archive (protocol-notes §4.2-§4.6, docs/archive.md).
 
 Pure domain logic: no gRPC, no protos, no database. :meth:`HistoryService.prepare` validates and resolves a
 request (status-go's defaults and error texts via :meth:`wakucodec.historyrequest.HistoryRequest.normalize`,

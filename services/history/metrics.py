@@ -1,4 +1,4 @@
-"""history-query's domain metrics, with status-go's mailserver names (reference/wire-protocol.md §4.9).
+"""history-query's domain metrics, with status-go's mailserver names (docs/protocol-notes.md §4.9).
 
 Label values follow status-go: ``mailserver_delivery_failures_total{type}`` uses ``validation`` (a refused
 request or cursor), ``iterator`` (the archive failed while paging) and ``process`` (anything else);

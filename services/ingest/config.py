@@ -98,7 +98,7 @@ class Config(FromEnv):
         parse_int(ENVELOPE_HEADER_LENGTH, MAX_MESSAGE_SIZE),
         default=str(1024 * 1024),
         doc="MaxMessageSize in bytes: envelopes with 20 + len(Data) above it are OVERSIZED (1 MiB default, "
-        "10 MiB cap; wire §1.6).",
+        "10 MiB cap; protocol-notes §1.6).",
     )
     """status-go's MaxMessageSize."""
 

@@ -1,7 +1,7 @@
 """Ingesting one batch: validate every envelope, hash its message, write the valid ones, tally the outcome.
 
-The batch's ``received_at`` is validation's "now" (wire §1.5 with the edge peer's clock), clamped to the
-ingest clock when it claims to be more than :data:`RECEIVED_AT_FUTURE_CLAMP_S` ahead of it (ingest.proto).
+The batch's ``received_at`` is validation's "now" (protocol-notes §1.5 with the edge peer's clock), clamped to
+the ingest clock when it claims to be more than :data:`RECEIVED_AT_FUTURE_CLAMP_S` ahead of it (ingest.proto).
 Valid envelopes go to the :class:`~services.ingest.batcher.Batcher`, which acknowledges them only once the
 archive holds them; the returned :class:`~services.ingest.model.BatchOutcome` therefore describes durable
 facts.

@@ -1,4 +1,5 @@
-"""The ingest service's domain metrics, declared in one place (status-go names where they exist; wire §4.9).
+"""The ingest service's domain metrics, declared in one place (status-go names where they exist;
+protocol-notes §4.9).
 
 status-go semantics kept (``waku/waku.go`` ``addAndBridge`` and ``handleMessagesCode``):
 

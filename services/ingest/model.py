@@ -39,7 +39,7 @@ class Fault(enum.Enum):
     """Why one envelope is not archived; the value is the metric label.
 
     The first five are status-go's ``waku_envelopes_cache_failures_total`` types, checked in status-go's
-    order (wire §1.5); the rest are Mailmesh's own.
+    order (protocol-notes §1.5); the rest are Mailmesh's own.
     """
 
     IN_FUTURE = "in_future"
@@ -74,9 +74,10 @@ class Accepted:
     envelope: Envelope
     """The decoded envelope; ``raw`` is the exact bytes received and ``hash`` their keccak256."""
     pow: float
-    """Its PoW with diff = 0, as the archive stores it (wire §1.3)."""
+    """Its PoW with diff = 0, as the archive stores it (protocol-notes §1.3)."""
     message_hash: bytes
-    """14/WAKU2 hash of the message it carries under the v1 -> v2 mapping (DESIGN "Mapping onto Waku v1")."""
+    """14/WAKU2 hash of the message it carries under the v1 -> v2 mapping
+    (docs/design.md "Mapping onto Waku v1")."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,13 +84,19 @@ class JobConfig(FromEnv):
         "ARCHIVE_JOB_MAX_PARTITION_ROWS",
         parse_int(1, 10**9),
         default="100000",
-        doc="A partition with more rows is oversized (reference/infra.md §3.2: about 100k rows).",
+        doc=(
+            "A partition with more rows is oversized "
+            '(docs/cassandra.md "Sources: data model": about 100k rows).'
+        ),
     )
     max_partition_bytes: int = setting(
         "ARCHIVE_JOB_MAX_PARTITION_BYTES",
         parse_int(1, 2**40),
         default=str(100 * MIB),
-        doc="A partition whose envelopes sum to more bytes is oversized (about 100 MB, infra.md §3.2).",
+        doc=(
+            "A partition whose envelopes sum to more bytes is oversized (about 100 MB, docs/cassandra.md "
+            '"Sources: data model").'
+        ),
     )
     target_fill: float = setting(
         "ARCHIVE_JOB_TARGET_FILL",

@@ -1,4 +1,5 @@
-"""Whole-partition deletes, run on the executors with the Python driver (reference/infra.md §4.2).
+"""Whole-partition deletes, run on the executors with the Python driver
+(docs/cassandra.md "Sources: Spark connector").
 
 The connector's DataFrame API cannot delete, so each Spark task opens its own driver session (the
 adapter's :func:`archivestore.cassandra.driver.build_cluster`: same protocol, load balancing, consistency

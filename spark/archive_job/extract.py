@@ -6,7 +6,8 @@ partitions (``meta_of``, ``rows_of``), which the connector runs as a direct join
 query per key instead of a scan. Every frame of a sharded table comes out normalised (:mod:`.tables`).
 
 SQLite is read by the executors: the sent-time range is cut into slices and each task opens the file
-read-only with Python's ``sqlite3`` (reference/infra.md §4.2) and streams its slice's small columns.
+read-only with Python's ``sqlite3`` (docs/cassandra.md "Sources: Spark connector") and streams its slice's
+small columns.
 """
 
 from __future__ import annotations

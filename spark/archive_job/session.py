@@ -26,7 +26,7 @@ def cassandra_settings(archive: StoreConfig) -> dict[str, str]:
 
     Reads and writes use the archive's consistency (LOCAL_QUORUM by default, not the connector's
     LOCAL_ONE for reads): a copy must see every write the archive acknowledged. ``ignoreNulls`` keeps a
-    null column unset instead of writing a tombstone (reference/infra.md §4.2).
+    null column unset instead of writing a tombstone (docs/cassandra.md "Sources: Spark connector").
     """
     out = {
         "spark.sql.extensions": CASSANDRA_EXTENSIONS,

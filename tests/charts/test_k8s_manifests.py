@@ -3,9 +3,9 @@
 No cluster and no kustomize binary: :func:`render` implements the five kustomize features the base uses
 (namespace, labels, resources, images, replacements; kustomization.yaml must use nothing else) and every
 rendered object is validated with kubernetes-validate against the pinned Kubernetes version's strict
-schemas (reference/infra.md §6.2). Then the objects are checked for what validation cannot see: client-mode
-driver wiring, RBAC verbs, hardening, and that the settings parse with the job's and the archive's own
-config classes.
+schemas (docs/platform-notes.md "Validating manifests offline"). Then the objects are checked for what
+validation cannot see: client-mode driver wiring, RBAC verbs, hardening, and that the settings parse with the
+job's and the archive's own config classes.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ No tarball, no Docker: ``fetch`` resolves ``org.apache.cassandra:cassandra-all``
 with Maven into ``~/.m2`` and copies the runtime classpath into ``.cache/cassandra/lib``; ``start`` launches
 ``org.apache.cassandra.service.CassandraDaemon`` on that classpath as a detached process, with a YAML
 rendered from tools/cassandra/cassandra.yaml.in, and waits until CQL answers a real query. All state lives
-under ``var/cassandra``. The recipe and its sources: shared/reference/infra.md section 1; usage, ports and
-measurements: docs/cassandra.md.
+under ``var/cassandra``. The recipe and its sources: docs/cassandra.md "Sources: Maven artifacts"; usage,
+ports and measurements: docs/cassandra.md.
 
 Sub-commands (``python tools/cassandra/ctl.py --help``): fetch, start [--fresh], stop, status, wait,
 cql "<statement>", logs [-f], nodetool <args>. Exit codes: 0 success, 1 failure (the reason is printed),
@@ -51,15 +51,15 @@ STATE_MARKER = ".mailmesh-cassandra-state"
 FETCH_RECIPE = "copy-dependencies/v1"
 """Part of the fetch stamp: change it when the way ``fetch`` lays out the lib dir changes."""
 SUPPORTED_JAVA = (11, 17)
-"""Cassandra 5.0 runs on Java 11 and 17 only (infra.md 1.4); 17 is the tested one."""
+"""Cassandra 5.0 runs on Java 11 and 17 only (docs/cassandra.md "Sources: Java 17"); 17 is the tested one."""
 LOG_TAIL_LINES = 60
 #: Values of CASSANDRA_COMMITLOG_ACCESS (Cassandra 5.0 ``commitlog_disk_access_mode``; ``legacy`` = mmap).
 COMMITLOG_ACCESS_MODES = ("direct", "mmap", "standard", "legacy")
 #: File systems without O_DIRECT, where a ``direct`` commit log cannot open its segments.
 NO_DIRECT_IO_FS = frozenset({"tmpfs", "ramfs"})
 
-# conf/jvm17-server.options of apache/cassandra (infra.md 1.4), all of them, including the newer
-# revision's java.nio opening. Chronicle, netty and jamm need these on 17.
+# conf/jvm17-server.options of apache/cassandra (docs/cassandra.md "Sources: Java 17"), all of them, including
+# the newer revision's java.nio opening. Chronicle, netty and jamm need these on 17.
 JDK17_FLAGS: tuple[str, ...] = (
     "-Djdk.attach.allowAttachSelf=true",
     "--add-exports=java.base/jdk.internal.misc=ALL-UNNAMED",

@@ -1,6 +1,6 @@
 """The cassandra-driver ⇄ asyncio bridge: connection set-up, bounded in-flight requests, error translation.
 
-The driver is callback based (reference/infra.md §2.1): ``session.execute_async`` returns a
+The driver is callback based (docs/cassandra.md "Sources: Python driver"): ``session.execute_async`` returns a
 ``ResponseFuture`` whose callbacks run on the driver's libev thread. Statements are submitted in groups
 (one put's writes, one page read) to a :class:`Dispatcher`, a thread-safe counting semaphore that keeps
 at most ``max_in_flight`` requests outstanding per store and queues the rest FIFO; each completion starts

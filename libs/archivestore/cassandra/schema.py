@@ -40,7 +40,8 @@ GC_GRACE_TTL_S = 3 * 3600
 #: Cassandra's maximum TTL (20 years); longer retention is written without TTL (reads still hide it by
 #: ``expires_at``; the Spark job removes it).
 MAX_TTL_S = 630_720_000
-#: TWCS rule of thumb (jeffjirsa/twcs README, reference/infra.md §3.2): fewer than ~50 windows over the TTL.
+#: TWCS rule of thumb (jeffjirsa/twcs README; docs/cassandra.md "Sources: data model"): fewer than ~50 windows
+#: over the TTL.
 MAX_TWCS_WINDOWS = 40
 #: Window used when retention is unbounded (TWCS still groups by age; nothing ever expires whole).
 FOREVER_WINDOW_DAYS = 7

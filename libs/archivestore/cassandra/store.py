@@ -56,7 +56,8 @@ __all__ = ["DEFAULT_SHARDS", "CassandraStore"]
 
 #: Shards per bucket when the plan has no entry: hour buckets of the time table take every envelope, so they
 #: are split 4 ways; a topic-day partition holds one topic's day and starts unsplit (the Spark job splits hot
-#: ones). Both stay far below ~100 MB per partition at the rates in reference/perf-reliability.md §2.
+#: ones). Both stay far below ~100 MB per partition at production rates (~10/s,
+#: docs/benchmarks.md "Reference: nwaku store"; limits: docs/cassandra.md "Sources: data model").
 DEFAULT_SHARDS: Mapping[str, int] = {TIME_TABLE: 4, TOPIC_TABLE: 1}
 
 

@@ -34,7 +34,7 @@ KIND_MESSAGE = "message"
 ROW_OVERHEAD = 64
 #: Default bound of a same-partition batch: far below the maximum mutation size, large enough that a put of
 #: 500 envelopes is a few statements per partition (Cassandra CPU per envelope −20 %, client −25 % against
-#: 4.8 KiB batches; docs/archive.md "Writes").
+#: 4.8 KiB batches; docs/archive.md "Cassandra adapter").
 DEFAULT_WRITE_BATCH_BYTES = 256 * 1024
 
 

@@ -1,7 +1,7 @@
 """Group commit for the SQLite archive: the put batches waiting for the writer share one transaction.
 
 Why: at a million rows every insert lands on random leaves of the two hash indexes, and each transaction
-writes every page it dirtied to the WAL and fsyncs (docs/benchmarks.md "Ingest into SQLite"). The fsync and
+writes every page it dirtied to the WAL and fsyncs (docs/benchmarks.md "2. Ingest into SQLite"). The fsync and
 the rewrite of hot pages are paid per transaction, so merging the batches that queued up while the previous
 transaction ran (ingest keeps two in flight by default; several ingest replicas share one archive) cuts the
 cost per envelope without delaying anyone: a batch is written as soon as the writer is free, alone if

@@ -2,7 +2,7 @@
 
 Blocking functions on one connection, like :mod:`archivestore.sqlite.operations`; writes go through the writer
 thread, so a long maintenance statement delays ingest — hence the cleaner's small batches (status-go's
-cleaner deletes 1000 keys per batch, reference/wire-protocol.md §4.4).
+cleaner deletes 1000 keys per batch, docs/protocol-notes.md §4.4).
 
 Buckets are virtual: ``envelopes_by_time`` bucket = ``sent // bucket_seconds``; ``envelopes_by_topic``
 bucket = ``sent // 86400`` per topic; the shard is always 0.

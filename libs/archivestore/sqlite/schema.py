@@ -2,7 +2,7 @@
 
 Layout (docs/archive.md "SQLite"): ``envelopes`` is a ``WITHOUT ROWID`` table clustered on the archive order
 ``(sent, hash)``, so a time range is one contiguous B-tree range, like status-go's LevelDB key
-(reference/wire-protocol.md §4.3). ``raw`` is the last column on purpose: SQLite reads a row's columns in
+(docs/protocol-notes.md §4.3). ``raw`` is the last column on purpose: SQLite reads a row's columns in
 order and only follows overflow pages when a column stored there is asked for, so filters on
 ``topic``/``expires_at`` never touch the (often overflowing) envelope bytes.
 

@@ -59,7 +59,7 @@ TIME_TABLE = maint.TIME_TABLE
 TOPIC_TABLE = maint.TOPIC_TABLE
 #: The virtual tables list_buckets / delete_buckets understand.
 TABLES = frozenset({TIME_TABLE, TOPIC_TABLE})
-PURGE_BATCH = 1000  # status-go's cleaner deletes in batches of 1000 (reference/wire-protocol.md §4.4, §4.8)
+PURGE_BATCH = 1000  # status-go's cleaner deletes in batches of 1000 (docs/protocol-notes.md §4.4, §4.8)
 
 
 class SqliteStore:

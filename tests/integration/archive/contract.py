@@ -1,6 +1,6 @@
 """The storage contract every archive adapter passes.
 
-Sources: docs/archive.md; reference/wire-protocol.md §4.2-4.6 (query semantics) and §7.3 (pagination vector).
+Sources: docs/archive.md; docs/protocol-notes.md §4.2-4.6 (query semantics) and §7.3 (pagination vector).
 
 Bind it by subclassing :class:`ArchiveContract` in a ``test_*`` module and providing one fixture::
 
@@ -60,7 +60,7 @@ MODEL_EXAMPLES = 25  # hypothesis examples of the model comparison (each a few p
 TIME_TABLE = "envelopes_by_time"
 TOPIC_TABLE = "envelopes_by_topic"
 
-# Topics with known Go blooms (reference/wire-protocol.md §7.2) plus a few more.
+# Topics with known Go blooms (docs/protocol-notes.md §7.2) plus a few more.
 A = bytes.fromhex("f26e7779")
 B = bytes.fromhex("aabbccdd")
 C = bytes.fromhex("0000ff06")
@@ -254,7 +254,8 @@ class ArchiveContract:
         expected = ordered([e for e in envs if bloom_match(bloom, topic_to_bloom(e.topic))])
         assert {e.topic for e in expected} >= {A, D}
         assert (await store.query(q(bloom=bloom), now=BASE)).envelopes == expected
-        # 01020300's Go bloom is a single bit (assignment quirk, §1.4): a bloom with just that bit matches it.
+        # 01020300's Go bloom is a single bit (assignment quirk, protocol-notes §1.4): a bloom with just that
+        # bit matches it.
         single = bytes([0x08]) + bytes(63)
         assert single == topic_to_bloom(D)
         got = (await store.query(q(bloom=single), now=BASE)).envelopes
@@ -400,7 +401,7 @@ class ArchiveContract:
         assert flatten(pages) == ordered(envs, direction)
 
     async def test_status_go_pagination_vector(self, store: ArchiveStore) -> None:
-        # reference/wire-protocol.md §7.3 (TestRequestPaginationLimit):
+        # docs/protocol-notes.md §7.3 (TestRequestPaginationLimit):
         # 10 envelopes at now-10 … now-1, limit 6.
         now = BASE
         envs = [env(now - 10 + i, A, i) for i in range(10)]

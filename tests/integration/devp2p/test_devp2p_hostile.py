@@ -1,5 +1,6 @@
 """Hostile input over real loopback sockets: each attack gets the right reason or drop and is counted, and the
-server keeps serving a well-behaved peer throughout (perf-reliability §6, §9 goal 9)."""
+server keeps serving a well-behaved peer throughout
+(protocol-notes §5.9; docs/design.md "Limits and defences")."""
 
 from __future__ import annotations
 

@@ -114,7 +114,7 @@ class FakeHistory(history_pb2_grpc.HistoryQueryServiceServicer):
         self.requests.append(request)
         if self.fail is not None:
             await context.abort(*self.fail)
-        # As history-query does (wire §4.2): a requested upper of 0 means now + 60 s.
+        # As history-query does (protocol-notes §4.2): a requested upper of 0 means now + 60 s.
         upper = request.upper or int(time.time()) + 60
         query = MailserverQuery(
             request=HistoryRequest(

@@ -1,4 +1,5 @@
-"""Two of our nodes over loopback sockets handshake on every capability combination (§3.3, §5.6)."""
+"""Two of our nodes over loopback sockets handshake on every capability combination
+(protocol-notes §3.3, §5.6)."""
 
 from __future__ import annotations
 
@@ -84,7 +85,7 @@ async def test_connect_prefers_waku1_even_when_shh6_handshakes_first() -> None:
         assert a.node.session(remote.pubkey) is not None
 
 
-# --- two light nodes (wire-protocol.md §3.1, §3.4: RestrictConnectionBetweenLightClients) -----------------
+# --- two light nodes (protocol-notes §3.1, §3.4: RestrictConnectionBetweenLightClients) -----------------
 
 
 @pytest.mark.parametrize("capability", ["waku/1", "waku/0", "shh/6"])

@@ -1,7 +1,7 @@
 """Our client and the ``mailmesh history`` CLI over loopback against scripted mailservers that behave like
 the old implementations (docs/interop.md has the real ones):
 
-- geth's Whisper mailserver (wire-protocol.md §4.12): shh/6, one envelope per 0x7f, and never a 0x7d — a
+- geth's Whisper mailserver (protocol-notes §4.12): shh/6, one envelope per 0x7f, and never a 0x7d — a
   page ends by idleness (the geth-binary default), or times out when told to wait for the 0x7d;
 - status-go v0.50.0's mailserver: refuses a request whose bloom is empty ("bloom filter is empty") even when
   it carries topics — the CLI sends the topics' bloom along with the topics.

@@ -1,5 +1,6 @@
 """A mailserver node with the in-memory backend answering our client over loopback in every request
-dialect (§4.1), with the right 0x7f and 0x7d forms; cursors across pages; ERROR= answers; rate limiting."""
+dialect (protocol-notes §4.1), with the right 0x7f and 0x7d forms; cursors across pages; ERROR= answers;
+rate limiting."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Envelopes relayed between our nodes over loopback, honouring bloom, topic interest and PoW (§3.8);
-multi-hop relay; confirmations over the wire (§3.6)."""
+"""Envelopes relayed between our nodes over loopback, honouring bloom, topic interest and PoW
+(protocol-notes §3.8); multi-hop relay; confirmations over the wire (§3.6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""RLPx frame codec: geth's golden frame, round trips, MAC-before-decrypt and the size limit (§5.4)."""
+"""RLPx frame codec: geth's golden frame, round trips, MAC-before-decrypt and the size limit
+(protocol-notes §5.4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""EIP-8 handshake: the published vectors (§7.4), our own round trip, and hostile packets."""
+"""EIP-8 handshake: the published vectors (protocol-notes §7.4), our own round trip, and hostile packets."""
 
 from __future__ import annotations
 

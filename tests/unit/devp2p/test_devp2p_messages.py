@@ -1,4 +1,5 @@
-"""Message encoding inside a frame: RLP message ids and snappy with the decoded-length check (§5.5)."""
+"""Message encoding inside a frame: RLP message ids and snappy with the decoded-length check
+(protocol-notes §5.5)."""
 
 from __future__ import annotations
 

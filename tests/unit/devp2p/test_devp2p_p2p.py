@@ -1,4 +1,5 @@
-"""Base protocol commands (Hello, Disconnect, Ping, Pong) and capability negotiation (§5.6, §5.7, §7.4)."""
+"""Base protocol commands (Hello, Disconnect, Ping, Pong) and capability negotiation
+(protocol-notes §5.6, §5.7, §7.4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Published RLPx / devp2p test vectors (reference/wire-protocol.md §7.4), committed as test data.
+"""Published RLPx / devp2p test vectors (docs/protocol-notes.md §7.4), committed as test data.
 
 Source: ethereum/EIPs ``EIPS/eip-8.md`` "Test Vectors" and go-ethereum ``p2p/rlpx/rlpx_test.go``
 (``TestHandshakeForwardCompatibility``, ``TestFrameReadWrite``). A (initiator) dials B (recipient).

@@ -242,7 +242,7 @@ async def test_paging_by_cursor_has_no_duplicates_and_no_gaps(
 
 
 async def test_status_go_pagination_vector() -> None:
-    # wire-protocol.md §7.3: 10 envelopes at now-10 … now-1, limit 6 → 6 oldest and a cursor, then 4, none.
+    # protocol-notes §7.3: 10 envelopes at now-10 … now-1, limit 6 → 6 oldest and a cursor, then 4, none.
     archive = FakeArchive()
     archive.add(envelopes(range(NOW - 10, NOW)))
     svc = service(archive)

@@ -1,4 +1,4 @@
-"""Validation: status-go's checks, their order and their exact boundaries (wire §1.5), plus ours."""
+"""Validation: status-go's checks, their order and their exact boundaries (protocol-notes §1.5), plus ours."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def test_future_sent_recomputes_pow_with_diff() -> None:
     rules = Rules(min_pow=floor)
     assert fault(check(candidate, candidate.sent, rules)) is None  # not in the future: diff 0
     assert fault(check(candidate, candidate.sent - 5, rules)) is Fault.LOW_POW
-    # The stored PoW is always the diff = 0 one (wire §1.3), even when the check used the diff.
+    # The stored PoW is always the diff = 0 one (protocol-notes §1.3), even when the check used the diff.
     lenient = check(candidate, candidate.sent - 5, Rules(min_pow=0.0))
     assert isinstance(lenient, Valid) and lenient.pow == pow0
 

@@ -1,4 +1,5 @@
-"""wakucodec.bloom: Go's TopicToBloom (assignment quirk, §1.4), matching, topic helpers (§7.2)."""
+"""wakucodec.bloom: Go's TopicToBloom (assignment quirk, protocol-notes §1.4), matching, topic helpers
+(§7.2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Content topics (23/WAKU2-TOPICS) and the v1 ↔ v2 mapping (messaging-api-and-store.md §3.3, §3.5)."""
+"""Content topics (23/WAKU2-TOPICS) and the v1 ↔ v2 mapping (protocol-notes §11.3, §11.5)."""
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def test_bridgeable_variants(text: str, topic: str) -> None:
         "/waku/1/0x0102030/rfc26",  # 7 digits
         "/waku/1/0x0102030405/rfc26",  # 5 bytes
         "/waku/1/0xzz020304/rfc26",  # not hex
-        "/waku/1/0x01020304/proto",  # DESIGN.md names the rfc26 form only
+        "/waku/1/0x01020304/proto",  # docs/design.md "Mapping onto Waku v1" names the rfc26 form only
         "/waku/2/0x01020304/rfc26",
         "/status/1/0x01020304/rfc26",
         "not a content topic",
@@ -121,7 +121,7 @@ def test_anything_else_maps_through_keccak(text: str) -> None:
 
 
 def test_keccak_mapping_vector() -> None:
-    # Status public chats: topic = keccak256(name)[:4] (wire-protocol.md §2.6).
+    # Status public chats: topic = keccak256(name)[:4] (protocol-notes §2.6).
     assert (
         content_topic_to_v1_topic("/waku/2/default-content/proto")
         == keccak256(b"/waku/2/default-content/proto")[:4]

@@ -1,4 +1,5 @@
-"""ECIES (geth crypto/ecies, ECIES_AES128_SHA256) against the EIP-8 RLPx handshake vectors (§7.4)."""
+"""ECIES (geth crypto/ecies, ECIES_AES128_SHA256) against the EIP-8 RLPx handshake vectors
+(protocol-notes §7.4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""wakucodec.envelope: vectors (wire-protocol.md §7.1), strict decoding, raw-byte hashing of 0x01 payloads."""
+"""wakucodec.envelope: vectors (protocol-notes §7.1), strict decoding, raw-byte hashing of 0x01 payloads."""
 
 from __future__ import annotations
 

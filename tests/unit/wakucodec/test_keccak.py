@@ -30,7 +30,7 @@ def test_matches_an_independent_implementation(data: bytes) -> None:
 
 @given(st.lists(st.binary(max_size=300), max_size=8))
 def test_running_state_digest_does_not_finalize(chunks: list[bytes]) -> None:
-    # The RLPx MACs take a digest after every frame and keep absorbing (reference/wire-protocol.md §5.4).
+    # The RLPx MACs take a digest after every frame and keep absorbing (docs/protocol-notes.md §5.4).
     state = new_keccak256(b"seed")
     absorbed = b"seed"
     for chunk in chunks:

@@ -1,4 +1,4 @@
-"""Whisper v6 message plaintext: layout, padding, signature, parsing, sealing (wire-protocol.md §2.1-2.5)."""
+"""Whisper v6 message plaintext: layout, padding, signature, parsing, sealing (protocol-notes §2.1-2.5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""wakucodec.pow: published PoW vectors (§7.1), the future-sent rule (§1.5), and sealing (§1.3)."""
+"""wakucodec.pow: published PoW vectors (protocol-notes §7.1), the future-sent rule (§1.5), and sealing
+(§1.3)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """History requests: every dialect, the disambiguation rules, status-go's validation, and 0x7e end to end.
 
-Sources: reference/wire-protocol.md §3.7, §4.1-4.2, §4.12, §9 item 6; SG ``mailserver/request.go``,
+Sources: docs/protocol-notes.md §3.7, §4.1-4.2, §4.12, §9 item 6; SG ``mailserver/request.go``,
 ``waku/v1/peer.go``; G920 ``whisper/mailserver/mailserver.go``.
 """
 
@@ -364,7 +364,7 @@ def test_geth_binary_encoder_picks_the_shortest_form() -> None:
 
 @pytest.mark.parametrize("size", [n for n in range(130) if n not in (8, 72, 76, 112)])
 def test_geth_binary_other_lengths_rejected(size: int) -> None:
-    # < 8 and 9..71 bytes: geth's / status-go's own texts (wire-protocol.md §4.12); 73+ is our strictness.
+    # < 8 and 9..71 bytes: geth's / status-go's own texts (protocol-notes §4.12); 73+ is our strictness.
     if size < 8:
         reason = r"^Undersized p2p request$"
     elif size < 72:

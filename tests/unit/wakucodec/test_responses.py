@@ -1,4 +1,4 @@
-"""0x7f bundles and 0x7d completions, every dialect (wire-protocol.md §3.1-3.2, §3.7, §4.6, §9 items 7-8)."""
+"""0x7f bundles and 0x7d completions, every dialect (protocol-notes §3.1-3.2, §3.7, §4.6, §9 items 7-8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""AES-256-GCM ``ciphertext ‖ tag ‖ nonce`` and PBKDF2 password keys (wire-protocol.md §2.4, §2.6-2.7)."""
+"""AES-256-GCM ``ciphertext ‖ tag ‖ nonce`` and PBKDF2 password keys (protocol-notes §2.4, §2.6-2.7)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from wakucodec.wakumessage import (
     to_hex,
 )
 
-# The 14/WAKU2-MESSAGE spec vectors (messaging-api-and-store.md §3.2). The reference prints only the first and
+# The 14/WAKU2-MESSAGE spec vectors (protocol-notes §11.2). The notes print only the first and
 # last 8 hex digits; the full digests below were computed with hashlib and match those prefixes/suffixes.
 _PAYLOAD = bytes.fromhex("010203045445535405060708")
 _CONTENT_TOPIC = "/waku/2/default-content/proto"
@@ -61,7 +61,7 @@ def test_fields_outside_the_hash_do_not_change_it() -> None:
 
 
 def test_absent_timestamp_hashes_as_eight_zero_bytes() -> None:
-    # nwaku / go-waku; js-waku differs (omits the bytes), see the interop trap in §3.2.
+    # nwaku / go-waku; js-waku differs (omits the bytes), see the interop trap in protocol-notes §11.2.
     msg = WakuMessage(payload=b"p", content_topic="/a/1/b/c")
     expected = hashlib.sha256(b"/t" + b"p" + b"/a/1/b/c" + bytes(8)).digest()
     assert message_hash("/t", msg) == expected

@@ -1,5 +1,5 @@
 """WakuClient history pages against a scripted in-memory mailserver: how a page ends — by the 0x7d, by
-idleness for servers that never send one (geth, wire-protocol.md §4.12), or by the timeout — and what its
+idleness for servers that never send one (geth, protocol-notes §4.12), or by the timeout — and what its
 result says."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Status options: round trips per version, the computed §3.4 vector, §7.5 cases, malformed input."""
+"""Status options: round trips per version, the computed protocol-notes §3.4 vector, protocol-notes §7.5
+cases, malformed input."""
 
 from __future__ import annotations
 
