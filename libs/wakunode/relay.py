@@ -5,7 +5,7 @@
   ``invalid_data`` and the peer kept, as status-go's waku does), validate each envelope against *our*
   settings, cache the new ones, mark every cached one as known to the sender, answer with Message Response
   + Batch Ack when confirmations are on (§3.6), then hand the new ones to the :class:`EnvelopeSink`.
-- :meth:`Relay.admit_local` does the same for locally published envelopes.
+- :meth:`Relay.admit` with no holder does the same for locally published envelopes (EdgePeerService.Publish).
 - :meth:`Relay.forward_round` runs every ``transmission_cycle`` (300 ms): for each ready peer, the cached
   envelopes it does not know, whose PoW reaches its requirement and whose topic matches its topic interest
   or bloom, go out in one Messages packet (several only if they exceed the max message size). A peer whose

@@ -1,4 +1,4 @@
-"""The Cassandra backend (docs/messaging-store.md "Cassandra").
+"""The Cassandra backend (docs/messaging-store.md "Design decisions and why").
 
 Module map:
 

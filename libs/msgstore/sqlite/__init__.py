@@ -1,4 +1,6 @@
-"""The SQLite backend: one file, WAL, one writer connection (docs/messaging-store.md "SQLite").
+"""The SQLite backend: one file, WAL, one writer connection.
+
+The model and why: docs/messaging-store.md "Design decisions and why".
 
 Module map:
 
