@@ -3,7 +3,7 @@
 The driver is callback based (docs/cassandra.md "Sources: Python driver"): ``session.execute_async`` returns a
 ``ResponseFuture`` whose callbacks run on the driver's libev thread. Statements are submitted in groups
 (one put's writes, one page read) to a :class:`Dispatcher`, a thread-safe counting semaphore that keeps
-at most ``max_in_flight`` requests outstanding per store and queues the rest FIFO; each completion starts
+at most ``max_in_flight`` requests outstanding per bridge and queues the rest FIFO; each completion starts
 the next queued statement on the driver thread, and a group resolves its ``asyncio.Future`` once, through
 ``loop.call_soon_threadsafe``, when its last statement finished. Driver exceptions become
 :class:`~dbkit.errors.DbUnavailable` (retryable: timeouts, unavailable replicas, no host, broken
