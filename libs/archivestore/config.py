@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from archivestore.retention import RetentionPolicy
+from dbkit.cassandra.names import CONSISTENCY_LEVELS, parse_keyspace
 from meshcore.config import FromEnv, setting
 from meshcore.parsers import (
     parse_choice,
@@ -27,19 +28,14 @@ from meshcore.parsers import (
 from wakucodec.constants import TOPIC_LENGTH
 
 __all__ = [
-    "CONSISTENCY_LEVELS",
     "DefaultShards",
     "StoreConfig",
     "parse_dc_factors",
     "parse_default_shards",
-    "parse_keyspace",
     "parse_topic_retention",
 ]
 
 DAY_S = 86_400
-#: cassandra-driver ``ConsistencyLevel`` names accepted by ``ARCHIVE_CASSANDRA_CONSISTENCY``.
-CONSISTENCY_LEVELS = ("ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM", "EACH_QUORUM", "LOCAL_ONE")
-_KEYSPACE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")  # archivestore.cassandra.schema.check_identifier's rule
 _DC = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
@@ -98,14 +94,6 @@ def parse_dc_factors(raw: str) -> tuple[tuple[str, int], ...]:
             raise ValueError(f"{key}: not a data centre name")
         out[key] = parse_int(1, 10)(value)
     return tuple(out.items())
-
-
-def parse_keyspace(raw: str) -> str:
-    """A plain lower-case CQL identifier (it is interpolated into CQL)."""
-    name = raw.strip()
-    if not _KEYSPACE.match(name):
-        raise ValueError("must match [a-z][a-z0-9_]{0,47}")
-    return name
 
 
 @dataclass(frozen=True, kw_only=True)

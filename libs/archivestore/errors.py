@@ -6,9 +6,16 @@
     ├── StoreUnavailable   the backend cannot be reached or timed out (retryable; nothing was acknowledged)
     ├── StoreCorrupt       stored data failed an integrity check
     └── SchemaError        the schema is missing, newer than this code, or a migration failed
+
+The backends raise these; what the shared database plumbing (:mod:`dbkit`) raises is mapped onto them by
+:func:`from_db` where a backend calls it.
 """
 
 from __future__ import annotations
+
+from dbkit.errors import DbCorrupt, DbError, DbSchemaError, DbUnavailable
+
+__all__ = ["SchemaError", "StoreCorrupt", "StoreError", "StoreUnavailable", "from_db"]
 
 
 class StoreError(Exception):
@@ -25,3 +32,18 @@ class StoreCorrupt(StoreError):
 
 class SchemaError(StoreError):
     """The schema is missing, from a newer version of Mailmesh, or a migration failed."""
+
+
+def from_db(err: DbError) -> StoreError:
+    """The archive error for an error of the shared database plumbing (raise it ``from err``).
+
+    Same message, same meaning: unavailable stays retryable (:class:`StoreUnavailable`), a corrupt file is
+    :class:`StoreCorrupt`, a schema problem :class:`SchemaError`, anything else :class:`StoreError`.
+    """
+    if isinstance(err, DbUnavailable):
+        return StoreUnavailable(str(err))
+    if isinstance(err, DbCorrupt):
+        return StoreCorrupt(str(err))
+    if isinstance(err, DbSchemaError):
+        return SchemaError(str(err))
+    return StoreError(str(err))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
-from archivestore.config import CONSISTENCY_LEVELS, parse_keyspace
+from dbkit.cassandra.names import CONSISTENCY_LEVELS, parse_keyspace
 from meshcore.config import FromEnv, load_config, setting
 from meshcore.parsers import parse_choice, parse_duration, parse_int, parse_list, parse_path, parse_str
 

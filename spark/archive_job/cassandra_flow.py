@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as sf
 
-from archivestore.cassandra.driver import ConnectOptions
 from archivestore.cassandra.layout import ShardPlan
 from archivestore.types import ExpireRequest, ShardPlanEntry
+from dbkit.cassandra.cluster import ConnectOptions
 from spark.archive_job.context import Context
 from spark.archive_job.decide import BucketStats, Plan, Role, decide
 from spark.archive_job.executor import DeleteTarget, Deletion

@@ -1,10 +1,10 @@
 """Whole-partition deletes, run on the executors with the Python driver
 (docs/cassandra.md "Sources: Spark connector").
 
-The connector's DataFrame API cannot delete, so each Spark task opens its own driver session (the
-adapter's :func:`archivestore.cassandra.driver.build_cluster`: same protocol, load balancing, consistency
-and timeouts as the archive), prepares the three partition deletes and runs its share concurrently. Only
-ever a partition key: no row or range tombstone is written into an envelope partition.
+The connector's DataFrame API cannot delete, so each Spark task opens its own driver session (built by
+:func:`dbkit.cassandra.cluster.build_cluster`, as the archive adapter's: same protocol, load balancing,
+consistency and timeouts as the archive), prepares the three partition deletes and runs its share
+concurrently. Only ever a partition key: no row or range tombstone is written into an envelope partition.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 
 from cassandra.concurrent import execute_concurrent_with_args
 
-from archivestore.cassandra.driver import ConnectOptions, build_cluster
 from archivestore.cassandra.schema import KEYS_TABLE, TIME_TABLE, TOPIC_TABLE
+from dbkit.cassandra.cluster import ConnectOptions, build_cluster
 
 __all__ = ["DeleteTarget", "Deletion", "delete_statements", "partition_deleter"]
 

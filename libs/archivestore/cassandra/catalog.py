@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from cassandra.query import UNSET_VALUE
 
-from archivestore.cassandra.driver import Bridge
+from archivestore.cassandra.bridge import ArchiveBridge
 from archivestore.cassandra.layout import DAY_S, ShardPlan, check_table
 from archivestore.cassandra.statements import Prepared
 from archivestore.types import ShardPlanEntry
@@ -27,7 +27,7 @@ DIRECT_DAYS = 8
 class Catalog:
     """Loaders for plan, cutoffs and catalogues over one bridge."""
 
-    bridge: Bridge
+    bridge: ArchiveBridge
     q: Prepared
     default_shards: dict[str, int]
     bucket_seconds: int

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 from cassandra.query import PreparedStatement
 
+from archivestore.cassandra.bridge import ArchiveBridge
 from archivestore.cassandra.catalog import Catalog
-from archivestore.cassandra.driver import Bridge
 from archivestore.cassandra.layout import ShardPlan, day_of
 from archivestore.cassandra.schema import TIME_TABLE, TOPIC_TABLE
 from archivestore.ordering import HASH_LEN, resume_key
@@ -98,7 +98,12 @@ class _Reader:
     """Pages one partition's slice; keeps the next page in flight while the current one is consumed."""
 
     def __init__(
-        self, bridge: Bridge, part: Partition, bounds: Bounds, page: int, wanted: Callable[[_Reader], int]
+        self,
+        bridge: ArchiveBridge,
+        part: Partition,
+        bounds: Bounds,
+        page: int,
+        wanted: Callable[[_Reader], int],
     ) -> None:
         self.bridge = bridge
         self.wanted = wanted
@@ -203,7 +208,7 @@ def _key_fn(direction: Direction) -> Callable[[Row], tuple[int, int] | tuple[int
 
 
 async def merge_groups(
-    bridge: Bridge,
+    bridge: ArchiveBridge,
     groups: Sequence[Sequence[Partition]],
     bounds: Bounds,
     direction: Direction,

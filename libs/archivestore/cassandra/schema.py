@@ -9,7 +9,6 @@ is newer than this code raises :class:`SchemaError` instead of being touched.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -17,6 +16,7 @@ from archivestore.errors import SchemaError
 from archivestore.retention import DAY_S, RetentionPolicy
 from archivestore.types import TIME_TABLE as TIME_TABLE  # re-exported: every table name in one place
 from archivestore.types import TOPIC_TABLE as TOPIC_TABLE
+from dbkit.cassandra.names import KEYSPACE_RULE, is_identifier
 
 KEYS_TABLE = "envelope_keys"
 TOPICS_BY_DAY = "topics_by_day"
@@ -46,13 +46,11 @@ MAX_TWCS_WINDOWS = 40
 #: Window used when retention is unbounded (TWCS still groups by age; nothing ever expires whole).
 FOREVER_WINDOW_DAYS = 7
 
-_IDENT = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
-
 
 def check_identifier(name: str) -> str:
     """``name`` if it is a plain lower-case CQL identifier (keyspace names are interpolated into CQL)."""
-    if not _IDENT.match(name):
-        raise SchemaError(f"invalid CQL identifier {name!r} (want [a-z][a-z0-9_]{{0,47}})")
+    if not is_identifier(name):
+        raise SchemaError(f"invalid CQL identifier {name!r} (want {KEYSPACE_RULE})")
     return name
 
 

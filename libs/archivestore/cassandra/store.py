@@ -16,8 +16,8 @@ from cassandra import ConsistencyLevel
 from cassandra.cluster import Cluster, Session
 
 from archivestore.cassandra import lookups as keys
+from archivestore.cassandra.bridge import ArchiveBridge
 from archivestore.cassandra.catalog import Catalog
-from archivestore.cassandra.driver import Bridge, ConnectOptions, build_cluster, translate
 from archivestore.cassandra.layout import check_table, validate_plan_entry
 from archivestore.cassandra.maintenance import Maintenance
 from archivestore.cassandra.query import QuerySettings, Row, run_query, to_envelope
@@ -34,7 +34,7 @@ from archivestore.cassandra.schema import (
 )
 from archivestore.cassandra.statements import Prepared
 from archivestore.cassandra.writes import DEFAULT_WRITE_BATCH_BYTES, label_duplicates, plan_put
-from archivestore.errors import SchemaError, StoreUnavailable
+from archivestore.errors import SchemaError, StoreUnavailable, from_db
 from archivestore.ordering import HASH_LEN
 from archivestore.retention import RetentionPolicy
 from archivestore.types import (
@@ -50,6 +50,7 @@ from archivestore.types import (
     Stats,
     StoredEnvelope,
 )
+from dbkit.cassandra.cluster import ConnectOptions, build_cluster, translate
 from wakucodec.constants import BLOOM_SIZE, TOPIC_LENGTH
 
 __all__ = ["DEFAULT_SHARDS", "CassandraStore"]
@@ -167,7 +168,7 @@ class CassandraStore:
             raise
         self._cluster = cluster
         self._cat = Catalog(
-            Bridge(session, self._connect.max_in_flight), q, self.default_shards, self.bucket_seconds
+            ArchiveBridge(session, self._connect.max_in_flight), q, self.default_shards, self.bucket_seconds
         )
         keep = [s for s in (self.retention.default_s, *self.retention.per_topic_s.values()) if s is not None]
         keep_s = None if self.retention.default_s is None else max(keep) + self.ttl_slack_s
@@ -197,7 +198,7 @@ class CassandraStore:
         except SchemaError:
             raise
         except Exception as err:
-            mapped = translate(err, "schema migration")
+            mapped = from_db(translate(err, "schema migration"))
             if isinstance(mapped, StoreUnavailable):
                 raise mapped from err
             raise SchemaError(f"migrating keyspace {ks} to version {LATEST_VERSION} failed: {err}") from err

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 
 from cassandra.query import UNSET_VALUE, Statement
 
-from archivestore.cassandra.driver import unlogged_batch
 from archivestore.cassandra.layout import DAY_S, ShardPlan, day_of
 from archivestore.cassandra.schema import MAX_TTL_S
 from archivestore.cassandra.statements import Prepared
 from archivestore.retention import RetentionPolicy
 from archivestore.types import PutItem, PutOutcome
 from archivestore.visibility import FOREVER
+from dbkit.cassandra.bridge import unlogged_batch
 
 KIND_ENVELOPE = "envelope"
 KIND_MESSAGE = "message"

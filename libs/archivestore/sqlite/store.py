@@ -24,14 +24,14 @@ import functools
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import TypeVar
 
-from archivestore.errors import StoreCorrupt
+from archivestore.errors import StoreCorrupt, from_db
 from archivestore.ordering import HASH_LEN, resume_key
 from archivestore.retention import RetentionPolicy
 from archivestore.sqlite import maintenance as maint
 from archivestore.sqlite import operations as ops
-from archivestore.sqlite.connections import SqliteBridge
 from archivestore.sqlite.group_commit import DEFAULT_MAX_ROWS, GroupCommit
 from archivestore.sqlite.schema import migrate
 from archivestore.types import (
@@ -49,6 +49,8 @@ from archivestore.types import (
     Stats,
     StoredEnvelope,
 )
+from dbkit.errors import DbError
+from dbkit.sqlite.bridge import SqliteBridge
 from wakucodec.bloom import is_full_bloom
 from wakucodec.constants import BLOOM_SIZE, TOPIC_LENGTH
 from wakucodec.keccak import keccak256
@@ -59,6 +61,7 @@ TIME_TABLE = maint.TIME_TABLE
 TOPIC_TABLE = maint.TOPIC_TABLE
 #: The virtual tables list_buckets / delete_buckets understand.
 TABLES = frozenset({TIME_TABLE, TOPIC_TABLE})
+T = TypeVar("T")
 PURGE_BATCH = 1000  # status-go's cleaner deletes in batches of 1000 (docs/protocol-notes.md §4.4, §4.8)
 
 
@@ -112,6 +115,7 @@ class SqliteStore:
         self.scan_sql_topics = scan_sql_topics
         self._bridge = SqliteBridge(
             path,
+            name="archive",
             read_connections=read_connections,
             max_pending_writes=max_pending_writes,
             busy_timeout_ms=busy_timeout_ms,
@@ -120,17 +124,36 @@ class SqliteStore:
         )
         self._commits = GroupCommit(self._insert, max_rows=group_commit_rows)
 
+    # The bridge (dbkit) raises dbkit errors; this is the backend's boundary where they become the archive's.
+    async def _write(self, job: Callable[[sqlite3.Connection], T], doing: str) -> T:
+        try:
+            return await self._bridge.write(job, doing)
+        except DbError as err:
+            raise from_db(err) from err
+
+    async def _read(self, job: Callable[[sqlite3.Connection], T], doing: str) -> T:
+        try:
+            return await self._bridge.read(job, doing)
+        except DbError as err:
+            raise from_db(err) from err
+
     async def _insert(self, rows: Sequence[ops.InsertRow]) -> list[bool]:
-        return await self._bridge.write(lambda conn: ops.insert_batch(conn, rows), "put")
+        return await self._write(lambda conn: ops.insert_batch(conn, rows), "put")
 
     async def open(self) -> None:
         """Create or migrate the file (schema version 1); refuses a newer schema with SchemaError."""
         if not self._bridge.is_open:
-            await self._bridge.open(functools.partial(migrate, now=int(time.time())))
+            try:
+                await self._bridge.open(functools.partial(migrate, now=int(time.time())))
+            except DbError as err:
+                raise from_db(err) from err
 
     async def close(self) -> None:
         """Finish queued writes, checkpoint the WAL into the main file, close every connection."""
-        await self._bridge.close(final=_checkpoint)
+        try:
+            await self._bridge.close(final=_checkpoint)
+        except DbError as err:
+            raise from_db(err) from err
 
     async def put(self, items: Sequence[PutItem], *, now: int) -> PutResult:
         """Store a batch; returns after COMMIT (fsynced) with outcomes in input order.
@@ -166,7 +189,7 @@ class SqliteStore:
         """
         if (envelope_hash is None) == (message_hash is None):
             raise ValueError("give exactly one of envelope_hash and message_hash")
-        row = await self._bridge.read(
+        row = await self._read(
             lambda conn: ops.get(conn, envelope_hash=envelope_hash, message_hash=message_hash, now=now), "get"
         )
         if row is None:
@@ -180,7 +203,7 @@ class SqliteStore:
         """Per hash (envelope or message hash), whether a visible envelope has it."""
         if not hashes:
             return []
-        present = await self._bridge.read(lambda conn: ops.contains(conn, hashes, now=now), "contains")
+        present = await self._read(lambda conn: ops.contains(conn, hashes, now=now), "contains")
         return [h in present for h in hashes]
 
     async def query(self, query: Query, *, now: int) -> QueryPage:
@@ -202,7 +225,7 @@ class SqliteStore:
         plan = self._plan(query, now)
         if plan is None:
             return []
-        return await self._bridge.read(lambda conn: ops.query(conn, plan), "query")
+        return await self._read(lambda conn: ops.query(conn, plan), "query")
 
     def _plan(self, query: Query, now: int) -> ops.QueryPlan | None:
         if query.limit < 1:
@@ -242,7 +265,7 @@ class SqliteStore:
 
     async def stats(self, *, now: int) -> Stats:
         """Visible envelopes/topics, oldest/newest sent; ``detail``: rows, expired_unpurged, db_bytes, …"""
-        return await self._bridge.read(lambda conn: maint.stats(conn, now=now, backend=self.backend), "stats")
+        return await self._read(lambda conn: maint.stats(conn, now=now, backend=self.backend), "stats")
 
     async def list_buckets(
         self, table: str, lower_bucket: int, upper_bucket: int
@@ -250,7 +273,7 @@ class SqliteStore:
         """Non-empty virtual buckets of ``envelopes_by_time`` or ``envelopes_by_topic`` (physical rows)."""
         _check_table(table)
         width = self.bucket_seconds
-        buckets = await self._bridge.read(
+        buckets = await self._read(
             lambda conn: maint.list_buckets(conn, table, lower_bucket, upper_bucket, width), "list_buckets"
         )
         for info in buckets:
@@ -263,18 +286,16 @@ class SqliteStore:
         if not buckets:
             return 0
         width = self.bucket_seconds
-        return await self._bridge.write(
-            lambda conn: maint.delete_buckets(conn, buckets, width), "delete_buckets"
-        )
+        return await self._write(lambda conn: maint.delete_buckets(conn, buckets, width), "delete_buckets")
 
     async def get_shard_plan(self, table: str) -> list[ShardPlanEntry]:
         """Stored shard plan entries for ``table``, by bucket (SQLite itself always uses one shard)."""
-        return await self._bridge.read(lambda conn: maint.get_shard_plan(conn, table), "get_shard_plan")
+        return await self._read(lambda conn: maint.get_shard_plan(conn, table), "get_shard_plan")
 
     async def put_shard_plan(self, entries: Sequence[ShardPlanEntry]) -> None:
         """Upsert shard plan entries."""
         if entries:
-            await self._bridge.write(lambda conn: maint.put_shard_plan(conn, entries), "put_shard_plan")
+            await self._write(lambda conn: maint.put_shard_plan(conn, entries), "put_shard_plan")
 
     async def expire(self, request: ExpireRequest, *, now: int) -> ExpireResult:
         """Delete rows with ``sent`` before the cutoffs (a topic's own cutoff replaces the global one).
@@ -282,7 +303,7 @@ class SqliteStore:
         ``partitions`` counts the virtual time buckets touched. A dry run counts without deleting.
         """
         cutoffs = dict(request.topic_cutoffs)
-        rows, buckets = await self._bridge.write(
+        rows, buckets = await self._write(
             lambda conn: maint.expire(
                 conn, request.cutoff, cutoffs, dry_run=request.dry_run, width=self.bucket_seconds
             ),
@@ -299,14 +320,12 @@ class SqliteStore:
             raise ValueError("batch must be at least 1")
         total = 0
         while True:
-            deleted = await self._bridge.write(
-                lambda conn: maint.purge_batch(conn, now=now, batch=batch), "purge"
-            )
+            deleted = await self._write(lambda conn: maint.purge_batch(conn, now=now, batch=batch), "purge")
             total += deleted
             if deleted < batch:
                 break
         if total:
-            await self._bridge.write(maint.prune_catalogue, "purge")
+            await self._write(maint.prune_catalogue, "purge")
         return total
 
 

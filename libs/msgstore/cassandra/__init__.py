@@ -4,7 +4,7 @@ Module map:
 
 - :mod:`~msgstore.cassandra.store` — :class:`CassandraMsgStore`: connection, schema, the parts;
 - :mod:`~msgstore.cassandra.schema` — keyspace, tables, migrations;
-- :mod:`~msgstore.cassandra.session` — prepared statements over the archive's driver bridge, errors;
+- :mod:`~msgstore.cassandra.session` — prepared statements over :mod:`dbkit.cassandra`'s bridge, errors;
 - :mod:`~msgstore.cassandra.leases` — leases as lightweight transactions;
 - :mod:`~msgstore.cassandra.outbox` — outbox, open-request index, per-shard change logs;
 - :mod:`~msgstore.cassandra.listings` — record listings: bucket counts and skip/take;

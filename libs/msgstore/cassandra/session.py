@@ -1,9 +1,8 @@
-"""Statements for the messaging tables over the archive's cassandra-driver ⇄ asyncio bridge.
+"""Statements for the messaging tables over the shared cassandra-driver ⇄ asyncio bridge.
 
-``archivestore.cassandra.driver.Bridge`` already bounds requests in flight and resolves driver callbacks on
-the event loop; it is generic, so this backend reuses it rather than copying it, and translates its
-``archivestore`` errors into :mod:`msgstore.errors` here. Statements are prepared on first use and cached
-by their text (``{ks}`` is the keyspace).
+:class:`dbkit.cassandra.bridge.Bridge` bounds requests in flight and resolves driver callbacks on the event
+loop (the archive uses the same one); its :mod:`dbkit.errors` become :mod:`msgstore.errors` here.
+Statements are prepared on first use and cached by their text (``{ks}`` is the keyspace).
 """
 
 from __future__ import annotations
@@ -16,8 +15,8 @@ from cassandra import ConsistencyLevel
 from cassandra.cluster import Session
 from cassandra.query import BatchStatement, BatchType, PreparedStatement
 
-from archivestore import errors as archive_errors
-from archivestore.cassandra.driver import Bridge
+from dbkit.cassandra.bridge import Bridge
+from dbkit.errors import DbError, DbUnavailable
 from msgstore.errors import MsgStoreError, StoreUnavailable
 
 __all__ = ["Cql", "translate"]
@@ -25,9 +24,9 @@ __all__ = ["Cql", "translate"]
 Params = Sequence[Any]
 
 
-def translate(err: archive_errors.StoreError, what: str) -> MsgStoreError:
+def translate(err: DbError, what: str) -> MsgStoreError:
     """The msgstore error for a bridge error (retryable ones stay retryable)."""
-    if isinstance(err, archive_errors.StoreUnavailable):
+    if isinstance(err, DbUnavailable):
         return StoreUnavailable(f"messaging store {what}: {err}")
     return MsgStoreError(f"messaging store {what}: {err}")
 
@@ -71,7 +70,7 @@ class Cql:
         stmt = await self.prepare(cql, serial=serial)
         try:
             return await self.bridge.fetch_all(stmt, params, what=what)
-        except archive_errors.StoreError as err:
+        except DbError as err:
             raise translate(err, what) from err
 
     async def execute(self, statements: Sequence[tuple[str, Params]], what: str) -> None:
@@ -79,7 +78,7 @@ class Cql:
         bound = [(await self.prepare(cql)).bind(p) for cql, p in statements]
         try:
             await self.bridge.execute_all(bound, what=what)
-        except archive_errors.StoreError as err:
+        except DbError as err:
             raise translate(err, what) from err
 
     async def logged(self, statements: Sequence[tuple[str, Params]], what: str) -> None:
@@ -89,7 +88,7 @@ class Cql:
             batch.add(await self.prepare(cql), params)
         try:
             await self.bridge.execute_all([batch], what=what)
-        except archive_errors.StoreError as err:
+        except DbError as err:
             raise translate(err, what) from err
 
     async def conditional(self, cql: str, params: Params, what: str) -> bool:
@@ -97,6 +96,6 @@ class Cql:
         stmt = await self.prepare(cql)
         try:
             page = await self.bridge.fetch(stmt, params, what=what)
-        except archive_errors.StoreError as err:
+        except DbError as err:
             raise translate(err, what) from err
         return bool(page.rows[0][0])

@@ -1,4 +1,5 @@
-"""The Cassandra messaging store: connection (the archive's cluster settings), schema, the three parts."""
+"""The Cassandra messaging store: connection (:func:`dbkit.cassandra.cluster.build_cluster`, as the
+archive's), schema, the three parts."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from datetime import UTC, datetime
 from cassandra import ConsistencyLevel
 from cassandra.cluster import Cluster, Session
 
-from archivestore.cassandra.driver import ConnectOptions, build_cluster
+from dbkit.cassandra.cluster import ConnectOptions, build_cluster
 from msgstore.cassandra.leases import CassandraLeases
 from msgstore.cassandra.outbox import CassandraOutbox
 from msgstore.cassandra.payloads import Payloads

@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from msgstore.sqlite.schema import in_transaction
+from dbkit.sqlite.migrations import in_transaction
 from msgstore.types import Lease
 
 if TYPE_CHECKING:

@@ -6,6 +6,7 @@ import dataclasses
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
+from dbkit.sqlite.migrations import in_transaction
 from msgstore.codec import decode_entry, encode_entry
 from msgstore.errors import LeaseLost, RequestIdConflict
 from msgstore.paging import window
@@ -13,7 +14,7 @@ from msgstore.replay import merge_changes
 from msgstore.settings import check_lease
 from msgstore.sharding import ResumePosition, lease_name, shard_of
 from msgstore.sqlite.leases import lease_is_current
-from msgstore.sqlite.schema import FINAL_STATES, in_transaction
+from msgstore.sqlite.schema import FINAL_STATES
 from msgstore.types import Lease, OutboxChange, OutboxChanges, OutboxEntry, OutboxFilter
 
 if TYPE_CHECKING:

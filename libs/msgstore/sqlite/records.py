@@ -7,6 +7,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from dbkit.sqlite.migrations import in_transaction
 from msgstore.allocation import allocate
 from msgstore.codec import (
     decode_health,
@@ -24,7 +25,6 @@ from msgstore.sequencing import first_sequence
 from msgstore.settings import check_lease
 from msgstore.sqlite.leases import lease_is_current
 from msgstore.sqlite.outbox import put_payload
-from msgstore.sqlite.schema import in_transaction
 from msgstore.types import Event, EventDraft, EventType, Gap, Lease, Record, Subscription
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The SQLite messaging schema, its migrations (run by ``archivestore.sqlite.schema.migrate``) and errors.
+"""The SQLite messaging schema, its migrations (run by :func:`dbkit.sqlite.migrations.migrate`) and errors.
 
 The tables mirror the Cassandra model (docs/messaging-store.md): state changes are updates, change logs
 are keyed by sequence, every row that ages out carries ``expires_at``. What Cassandra needs partitions for
@@ -9,17 +9,11 @@ ordinary B-tree indexes and ``LIMIT … OFFSET``: one file has no partition to b
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Callable
-from typing import TypeVar
-
-from archivestore import errors as archive_errors
-from archivestore.sqlite.schema import Migration
+from dbkit.errors import DbError, DbSchemaError, DbUnavailable
+from dbkit.sqlite.migrations import Migration
 from msgstore.errors import MsgStoreError, SchemaError, StoreUnavailable
 
-__all__ = ["FINAL_STATES", "MIGRATIONS", "in_transaction", "translate"]
-
-T = TypeVar("T")
+__all__ = ["FINAL_STATES", "MIGRATIONS", "translate"]
 
 #: SendState values that end a request (SUCCEEDED, FAILED, CANCELED), spelled out for the partial index.
 FINAL_STATES = "(6, 7, 8)"
@@ -80,27 +74,10 @@ MIGRATIONS: tuple[Migration, ...] = (
 )
 
 
-def translate(err: archive_errors.StoreError, doing: str) -> MsgStoreError:
-    """The msgstore error for an error of the shared SQLite connection layer (raise it ``from err``)."""
-    if isinstance(err, archive_errors.StoreUnavailable):
+def translate(err: DbError, doing: str) -> MsgStoreError:
+    """The msgstore error for an error of :mod:`dbkit.sqlite` (the caller raises it ``from err``)."""
+    if isinstance(err, DbUnavailable):
         return StoreUnavailable(f"messaging store {doing}: {err}")
-    if isinstance(err, archive_errors.SchemaError):
+    if isinstance(err, DbSchemaError):
         return SchemaError(f"messaging store {doing}: {err}")
     return MsgStoreError(f"messaging store {doing}: {err}")
-
-
-def in_transaction(conn: sqlite3.Connection, body: Callable[[], T]) -> T:
-    """Run ``body`` inside ``BEGIN IMMEDIATE`` … ``COMMIT`` (rolled back on any exception).
-
-    IMMEDIATE takes the write lock up front, so two processes sharing the file (two replicas) serialise
-    here instead of failing later with SQLITE_BUSY on a read-then-write.
-    """
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        result = body()
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    return result

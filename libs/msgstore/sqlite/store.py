@@ -1,8 +1,9 @@
 """The SQLite messaging store: the shared connection layer, open/close, and expiry of aged rows.
 
-Connections come from ``archivestore.sqlite.connections.SqliteBridge`` (one writer thread, pooled readers,
-bounded write queue; nothing sqlite3 runs on the event loop) and the schema from the archive's versioned
-``migrate``; their errors are translated here into :mod:`msgstore.errors`.
+Connections come from :class:`dbkit.sqlite.bridge.SqliteBridge` (one writer thread, pooled readers,
+bounded write queue; nothing sqlite3 runs on the event loop; threads ``msgstore-sqlite-*``) and the schema
+from :func:`dbkit.sqlite.migrations.migrate`; their :mod:`dbkit.errors` are translated here into
+:mod:`msgstore.errors`.
 """
 
 from __future__ import annotations
@@ -13,15 +14,15 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from archivestore import errors as archive_errors
-from archivestore.sqlite.connections import SqliteBridge
-from archivestore.sqlite.schema import migrate
+from dbkit.errors import DbError
+from dbkit.sqlite.bridge import SqliteBridge
+from dbkit.sqlite.migrations import in_transaction, migrate
 from msgstore.errors import StoreUnavailable
 from msgstore.settings import StoreSettings
 from msgstore.sqlite.leases import SqliteLeases
 from msgstore.sqlite.outbox import SqliteOutbox
 from msgstore.sqlite.records import SqliteRecords
-from msgstore.sqlite.schema import MIGRATIONS, in_transaction, translate
+from msgstore.sqlite.schema import MIGRATIONS, translate
 
 __all__ = ["SqliteMsgStore"]
 
@@ -76,6 +77,7 @@ class SqliteMsgStore:
             return
         bridge = SqliteBridge(
             self.path,
+            name="msgstore",
             read_connections=self._read_connections,
             max_pending_writes=self._max_pending_writes,
             busy_timeout_ms=self._busy_timeout_ms,
@@ -83,8 +85,8 @@ class SqliteMsgStore:
             cache_mib=64,
         )
         try:
-            await bridge.open(lambda conn: migrate(conn, now=int(time.time()), migrations=MIGRATIONS))
-        except archive_errors.StoreError as err:
+            await bridge.open(lambda conn: migrate(conn, MIGRATIONS, now=int(time.time())))
+        except DbError as err:
             raise translate(err, "open") from err
         self._bridge = bridge
 
@@ -103,14 +105,14 @@ class SqliteMsgStore:
         """Run ``job`` on the writer connection (the caller opens its own transaction)."""
         try:
             return await self._open_bridge(doing).write(job, doing)
-        except archive_errors.StoreError as err:
+        except DbError as err:
             raise translate(err, doing) from err
 
     async def read(self, job: Callable[[sqlite3.Connection], T], doing: str) -> T:
         """Run ``job`` on a read connection."""
         try:
             return await self._open_bridge(doing).read(job, doing)
-        except archive_errors.StoreError as err:
+        except DbError as err:
             raise translate(err, doing) from err
 
     async def maintain(self, *, now: float) -> int:

@@ -11,7 +11,6 @@ from archivestore.config import (
     StoreConfig,
     parse_dc_factors,
     parse_default_shards,
-    parse_keyspace,
     parse_topic_retention,
 )
 from meshcore.config import ConfigError, describe, describe_markdown
@@ -97,9 +96,12 @@ def test_default_shards_and_replication_parsers() -> None:
         parse_dc_factors("d c=3")
     cfg = Config.from_env({"ARCHIVE_CASSANDRA_REPLICATION_DCS": "dc1=3,dc2=3"})
     assert cfg.store.replication == {"class": "NetworkTopologyStrategy", "dc1": 3, "dc2": 3}
-    assert parse_keyspace(" mailmesh_2 ") == "mailmesh_2"
-    with pytest.raises(ValueError, match=r"\[a-z\]"):
-        parse_keyspace("Mail-Mesh")
+    assert (
+        Config.from_env({"ARCHIVE_CASSANDRA_KEYSPACE": " mailmesh_2 "}).store.cassandra_keyspace
+        == "mailmesh_2"
+    )
+    with pytest.raises(ConfigError, match=r"ARCHIVE_CASSANDRA_KEYSPACE.*\[a-z\]"):
+        Config.from_env({"ARCHIVE_CASSANDRA_KEYSPACE": "Mail-Mesh"})
 
 
 def test_every_problem_is_reported_at_once() -> None:

@@ -1,4 +1,4 @@
-"""SQLite schema migrations, connection pragmas and sqlite3 → archivestore error translation."""
+"""The SQLite archive's schema and migrations, its pragmas, and sqlite3 → dbkit → archivestore errors."""
 
 from __future__ import annotations
 
@@ -8,16 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from archivestore.errors import SchemaError, StoreCorrupt, StoreError, StoreUnavailable
-from archivestore.sqlite.schema import (
-    MIGRATIONS,
-    SCHEMA_VERSION,
-    Migration,
-    configure_reader,
-    configure_writer,
-    migrate,
-    translate_error,
-)
+from archivestore.errors import SchemaError, StoreCorrupt, StoreError, StoreUnavailable, from_db
+from archivestore.sqlite.schema import MIGRATIONS, SCHEMA_VERSION, migrate
+from dbkit.errors import DbError
+from dbkit.sqlite.connection import configure_reader, configure_writer
+from dbkit.sqlite.connection import translate_error as dbkit_translate_error
+from dbkit.sqlite.migrations import Migration
 
 
 @pytest.fixture
@@ -75,11 +71,19 @@ def test_a_newer_schema_is_refused_and_left_untouched(memory: sqlite3.Connection
     assert memory.execute("SELECT max(version) FROM schema_migrations").fetchone() == (2,)
 
 
+def translate_error(err: sqlite3.Error, doing: str) -> StoreError:
+    """What the archive's SQLite backend raises for ``err``: dbkit's translation, then the archive's."""
+    translated = dbkit_translate_error(err, doing)
+    assert isinstance(translated, DbError)
+    return from_db(translated)
+
+
 def test_a_failing_migration_is_a_schema_error_and_rolls_back(memory: sqlite3.Connection) -> None:
     broken = (*MIGRATIONS, Migration(2, "broken", ("CREATE TABLE extra (x)", "CREATE TABLE envelopes (x)")))
     migrate(memory, now=0)
-    with pytest.raises(SchemaError, match="migration 2"):
+    with pytest.raises(SchemaError, match="migration 2") as info:
         migrate(memory, now=0, migrations=broken)
+    assert isinstance(info.value.__cause__, DbError)  # the archive's error, raised from dbkit's
     assert "extra" not in _tables(memory)
     assert memory.execute("SELECT max(version) FROM schema_migrations").fetchone() == (1,)
 

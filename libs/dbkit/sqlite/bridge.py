@@ -10,7 +10,10 @@ for a slot instead of growing the executor's queue. A slot (and a read connectio
 *thread* finishes the job, not when the awaiting task goes away, so cancelling a caller can neither
 overfill the queue nor hand a connection that is still in use to another reader.
 
-Every ``sqlite3.Error`` leaving a job is translated with :func:`archivestore.sqlite.schema.translate_error`.
+Every ``sqlite3.Error`` leaving a job is translated with :func:`dbkit.sqlite.connection.translate_error`;
+any other exception a job raises (a store's own errors) passes through unchanged. ``name`` says whose
+bridge it is (``archive``, ``msgstore``): it names the threads (``<name>-sqlite-writer``,
+``<name>-sqlite-reader``) and the "not open" errors.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
-from archivestore.errors import StoreUnavailable
-from archivestore.sqlite.schema import configure_reader, configure_writer, translate_error
+from dbkit.errors import DbUnavailable
+from dbkit.sqlite.connection import configure_reader, configure_writer, translate_error
 
 __all__ = ["SqliteBridge"]
 
@@ -39,6 +42,7 @@ class SqliteBridge:
         self,
         path: str | os.PathLike[str],
         *,
+        name: str,
         read_connections: int,
         max_pending_writes: int,
         busy_timeout_ms: int,
@@ -48,6 +52,7 @@ class SqliteBridge:
         if read_connections < 1 or max_pending_writes < 1:
             raise ValueError("read_connections and max_pending_writes must be at least 1")
         self._path = os.fspath(path)
+        self.name = name
         self._read_connections = read_connections
         self._max_pending_writes = max_pending_writes
         self._busy_timeout_ms = busy_timeout_ms
@@ -66,7 +71,7 @@ class SqliteBridge:
         return self._state == "open"
 
     def _connect(self) -> sqlite3.Connection:
-        # isolation_level=None: no implicit transactions; operations.py issues BEGIN / COMMIT itself.
+        # isolation_level=None: no implicit transactions; the stores' jobs issue BEGIN / COMMIT themselves.
         # check_same_thread=False: each connection is only ever used by one job at a time, but close()
         # may run on another thread of the same pool.
         return sqlite3.connect(
@@ -82,9 +87,9 @@ class SqliteBridge:
         if self._state != "closed":
             raise RuntimeError(f"bridge is {self._state}")
         self._state = "opening"
-        self._writer_pool = ThreadPoolExecutor(1, thread_name_prefix="archive-sqlite-writer")
+        self._writer_pool = ThreadPoolExecutor(1, thread_name_prefix=f"{self.name}-sqlite-writer")
         self._reader_pool = ThreadPoolExecutor(
-            self._read_connections, thread_name_prefix="archive-sqlite-reader"
+            self._read_connections, thread_name_prefix=f"{self.name}-sqlite-reader"
         )
         self._write_slots = asyncio.Semaphore(self._max_pending_writes)
         self._readers = asyncio.Queue()
@@ -131,19 +136,19 @@ class SqliteBridge:
         """Run ``job`` on the writer thread once a queue slot is free; returns its result."""
         slots = self._write_slots
         if not self.is_open or slots is None or self._writer_pool is None:
-            raise StoreUnavailable(f"sqlite archive is not open ({doing})")
+            raise DbUnavailable(f"sqlite {self.name} is not open ({doing})")
         await slots.acquire()
         writer = self._writer
         if writer is None:  # closed while we waited for the slot
             slots.release()
-            raise StoreUnavailable(f"sqlite archive closed ({doing})")
+            raise DbUnavailable(f"sqlite {self.name} closed ({doing})")
         return await self._in_thread(self._writer_pool, lambda: job(writer), doing, release=slots.release)
 
     async def read(self, job: Job[T], doing: str) -> T:
         """Run ``job`` on a free read connection; returns its result."""
         readers = self._readers
         if not self.is_open or readers is None or self._reader_pool is None:
-            raise StoreUnavailable(f"sqlite archive is not open ({doing})")
+            raise DbUnavailable(f"sqlite {self.name} is not open ({doing})")
         conn = await readers.get()
         return await self._in_thread(
             self._reader_pool, lambda: job(conn), doing, release=lambda: readers.put_nowait(conn)

@@ -1,13 +1,14 @@
-"""The cassandra-driver ⇄ asyncio bridge: connection set-up, bounded in-flight requests, error translation.
+"""The cassandra-driver ⇄ asyncio bridge: bounded in-flight requests, results and errors on the event loop.
 
 The driver is callback based (docs/cassandra.md "Sources: Python driver"): ``session.execute_async`` returns a
 ``ResponseFuture`` whose callbacks run on the driver's libev thread. Statements are submitted in groups
 (one put's writes, one page read) to a :class:`Dispatcher`, a thread-safe counting semaphore that keeps
-at most ``max_in_flight`` requests outstanding per store and queues the rest FIFO; each completion starts
+at most ``max_in_flight`` requests outstanding per bridge and queues the rest FIFO; each completion starts
 the next queued statement on the driver thread, and a group resolves its ``asyncio.Future`` once, through
 ``loop.call_soon_threadsafe``, when its last statement finished. Driver exceptions become
-:class:`StoreUnavailable` (retryable: timeouts, unavailable replicas, no host, broken connections) or
-:class:`StoreError` (anything else, e.g. an invalid request), always ``from`` the original.
+:class:`~dbkit.errors.DbUnavailable` (retryable: timeouts, unavailable replicas, no host, broken
+connections) or :class:`~dbkit.errors.DbError` (anything else, e.g. an invalid request), always ``from`` the
+original (:func:`dbkit.cassandra.cluster.translate`).
 """
 
 from __future__ import annotations
@@ -20,84 +21,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cassandra import (
-    ConsistencyLevel,
-    CoordinationFailure,
-    OperationTimedOut,
-    Timeout,
-    Unavailable,
-)
-from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable, Session
-from cassandra.connection import ConnectionException
-from cassandra.policies import DCAwareRoundRobinPolicy, ExponentialReconnectionPolicy, TokenAwarePolicy
-from cassandra.protocol import IsBootstrappingErrorMessage, OverloadedErrorMessage
-from cassandra.query import BatchStatement, BatchType, PreparedStatement, Statement, tuple_factory
+from cassandra.cluster import Session
+from cassandra.query import BatchStatement, BatchType, PreparedStatement, Statement
 
-from archivestore.errors import StoreError, StoreUnavailable
+from dbkit.cassandra.cluster import translate
 
-_RETRYABLE: tuple[type[BaseException], ...] = (
-    NoHostAvailable,
-    OperationTimedOut,
-    Unavailable,
-    Timeout,  # ReadTimeout, WriteTimeout
-    CoordinationFailure,  # ReadFailure, WriteFailure
-    ConnectionException,
-    OverloadedErrorMessage,
-    IsBootstrappingErrorMessage,
-    OSError,
-)
-
-
-def translate(err: BaseException, what: str) -> StoreError:
-    """The archive error for a driver exception raised while doing ``what``."""
-    if isinstance(err, StoreError):
-        return err
-    if isinstance(err, _RETRYABLE):
-        return StoreUnavailable(f"cassandra unavailable during {what}: {type(err).__name__}: {err}")
-    return StoreError(f"cassandra error during {what}: {type(err).__name__}: {err}")
-
-
-@dataclass(frozen=True)
-class ConnectOptions:
-    """How to reach the cluster and how each request behaves."""
-
-    contact_points: tuple[str, ...]
-    port: int
-    consistency: int = ConsistencyLevel.LOCAL_QUORUM
-    request_timeout: float = 12.0
-    connect_timeout: float = 5.0
-    local_dc: str | None = None
-    max_in_flight: int = 512
-    protocol_version: int = 5
-
-
-def build_cluster(opts: ConnectOptions) -> Cluster:
-    """A ``Cluster`` with one explicit execution profile (token-aware, DC-local, configured CL and timeout).
-
-    Token and schema metadata stay enabled: ``TokenAwarePolicy`` needs the token map *and* the keyspace's
-    replication (from schema metadata) to pick a replica as coordinator; without them it silently degrades to
-    round robin. Reconnection is capped at 10 s (driver default 600 s) so a restarted node is used again
-    promptly.
-    """
-    profile = ExecutionProfile(
-        load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=opts.local_dc)),
-        consistency_level=opts.consistency,
-        request_timeout=opts.request_timeout,
-        row_factory=tuple_factory,  # positional rows: no namedtuple class per result
-    )
-    return Cluster(
-        contact_points=list(opts.contact_points),
-        port=opts.port,
-        protocol_version=opts.protocol_version,
-        execution_profiles={EXEC_PROFILE_DEFAULT: profile},
-        reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.5, max_delay=10.0),
-        connect_timeout=opts.connect_timeout,
-        control_connection_timeout=opts.connect_timeout,
-        schema_metadata_enabled=True,
-        token_metadata_enabled=True,
-        idle_heartbeat_interval=10,
-        idle_heartbeat_timeout=5,
-    )
+__all__ = ["Bridge", "Dispatcher", "Page", "unlogged_batch"]
 
 
 @dataclass(slots=True)
@@ -294,8 +223,8 @@ def _resolve(fut: asyncio.Future[None], exc: BaseException | None) -> None:
 
 
 def unlogged_batch(statements: Sequence[Statement]) -> Statement:
-    """One statement, or an UNLOGGED batch of them: rows of one partition (envelope tables) or single-row
-    partitions that share their replica set (key rows; see ``writes.group_by_replicas``)."""
+    """One statement, or an UNLOGGED batch of them (idempotent): meant for rows of one partition, or
+    single-row partitions that share their replica set (the archive's ``writes.group_by_replicas``)."""
     if len(statements) == 1:
         return statements[0]
     batch = BatchStatement(batch_type=BatchType.UNLOGGED)
