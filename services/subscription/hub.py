@@ -144,6 +144,12 @@ class EventHub:
         return len(self._consumers)
 
     @property
+    def overflowed(self) -> int:
+        """Consumers that overflowed and have not been ended yet (their stream ends once its handler
+        gets past the gRPC write it is blocked in, i.e. when the client reads again)."""
+        return sum(1 for c in self._consumers if c.overflowed)
+
+    @property
     def slowest_lag(self) -> int:
         """Events buffered by the slowest consumer."""
         return max((c.lag for c in self._consumers), default=0)
