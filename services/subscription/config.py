@@ -31,7 +31,6 @@ def parse_targets(raw: str) -> tuple[str, ...]:
 
 
 _targets: Parser[tuple[str, ...]] = parse_targets
-_DEFAULT_REPLICA = f"{socket.gethostname()}-{os.getpid()}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,9 +71,9 @@ class Config(FromEnv):
     )
     replica_id: str = setting(
         "SUBSCRIPTION_REPLICA_ID",
-        parse_str(allow_empty=False),
-        default=_DEFAULT_REPLICA,
-        doc="This replica's name in the records/writer lease (default: host name and process id).",
+        parse_str(),
+        default="",
+        doc="This replica's name in the records/writer lease; empty = host name and process id.",
     )
     writer_lease_s: float = setting(
         "SUBSCRIPTION_WRITER_LEASE_SECONDS",
@@ -102,6 +101,11 @@ class Config(FromEnv):
         default="5",
         doc="Deadline of unary calls to other services (Lookup), seconds.",
     )
+
+    @property
+    def replica(self) -> str:
+        """The lease owner name: SUBSCRIPTION_REPLICA_ID, or host name and process id."""
+        return self.replica_id or f"{socket.gethostname()}-{os.getpid()}"
 
     def __post_init__(self) -> None:
         problems = []

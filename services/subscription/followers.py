@@ -28,7 +28,11 @@ from services.subscription.inputs import RecordInputs
 from services.subscription.ports import EdgeFeedPort, HealthFeedPort, LookupPort, SendFeedPort
 from services.subscription.recorder import Recorder
 
-__all__ = ["Backoff", "EdgeFollower", "HealthFollower", "SendFollower", "StoredChecker"]
+__all__ = ["REPLAY_CACHE", "Backoff", "EdgeFollower", "HealthFollower", "SendFollower", "StoredChecker"]
+
+#: A resume epoch no edge peer has: StreamEnvelopes then starts at the oldest envelope its relay cache holds
+#: (edgepeer.proto StreamEnvelopesResponse.resumed).
+REPLAY_CACHE = "replay-relay-cache"
 
 _log = logging.getLogger(__name__)
 _FAILURES = (MeshError, MsgStoreError)
@@ -63,8 +67,11 @@ class EdgeFollower:
         self._recorder = recorder
         self._inputs = inputs
         self._backoff = backoff or Backoff()
-        self.epoch = ""
-        """The edge peer's epoch of the last envelope applied."""
+        self.epoch = REPLAY_CACHE
+        """The edge peer's epoch of the last envelope applied; at first none we could match, so the edge
+        peer replays its whole relay cache (envelopes accepted while no writer followed it) and then goes
+        live: the merge is idempotent and ``mapping.receptions`` skips subscriptions younger than an
+        envelope."""
         self.after = 0
         """Sequence (in ``epoch``) of the last envelope applied."""
         self.streams = 0
@@ -96,7 +103,9 @@ class EdgeFollower:
     async def _consume(self, topics: list[bytes]) -> None:
         self.streams += 1
         async for batch in self._feed.stream(topics, self.epoch, self.after):
-            if batch.epoch != self.epoch:  # a new edge-peer process: its sequences start over
+            if (
+                batch.epoch != self.epoch
+            ):  # a new edge-peer process (or our first stream): sequences start over
                 self.epoch, self.after = batch.epoch, 0
             self._backoff.reset()
             for envelope in batch.envelopes:

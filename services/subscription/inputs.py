@@ -48,7 +48,14 @@ class RecordInputs:
         """One envelope from an edge peer's feed: every active subscription on its topic receives it."""
         index = self._recorder.index
         written = []
-        for reception in receptions(index, topic=envelope.topic, data=envelope.data, sent=envelope.sent):
+        found = receptions(
+            index,
+            topic=envelope.topic,
+            data=envelope.data,
+            sent=envelope.sent,
+            received_at=envelope.received_at,
+        )
+        for reception in found:
             target = self._own.get(envelope.envelope_hash, reception.message_hash)
             rule = partial(
                 merge_received,

@@ -83,10 +83,19 @@ class TopicIndex:
         self._by_topic = by_topic
 
 
-def receptions(index: TopicIndex, *, topic: bytes, data: bytes, sent: int) -> list[Reception]:
-    """The messages the subscriptions listening on ``topic`` receive from one envelope."""
+def receptions(
+    index: TopicIndex, *, topic: bytes, data: bytes, sent: int, received_at: float = 0.0
+) -> list[Reception]:
+    """The messages the subscriptions listening on ``topic`` receive from one envelope.
+
+    A subscription created after the edge peer accepted the envelope (``received_at``) does not receive it:
+    MESSAGING-API "Subscribe" is about messages "circulating in the network after the Subscribe API call",
+    and a replay of the edge peer's relay cache must not hand older envelopes to a new subscription.
+    """
     found = []
     for sub, content_topic in index.matches(topic):
+        if received_at and received_at < sub.created_at:
+            continue
         msg = WakuMessage(
             payload=data,
             content_topic=content_topic,

@@ -22,6 +22,8 @@ class FeedEnvelope:
     topic: bytes
     data: bytes
     sent: int
+    received_at: float = 0.0
+    """When the edge peer accepted it (UNIX seconds; 0 = unknown)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,7 +74,7 @@ def connect(
         store or create_store(cfg.store),
         feeds,
         cfg.messaging,
-        replica_id=cfg.replica_id,
+        replica_id=cfg.replica,
         lease_ttl=cfg.writer_lease_s,
         tail_interval=cfg.tail_interval_s,
         consumer_buffer=cfg.consumer_buffer,

@@ -70,7 +70,7 @@ class FakeEdgeFeed:
     _pushed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def push(self, topic: bytes, data: bytes, sent: int, envelope_hash: bytes) -> FeedEnvelope:
-        envelope = FeedEnvelope(len(self.cache) + 1, envelope_hash, topic, data, sent)
+        envelope = FeedEnvelope(len(self.cache) + 1, envelope_hash, topic, data, sent, time.time())
         self.cache.append(envelope)
         self._pushed.set()
         return envelope
@@ -82,8 +82,9 @@ class FakeEdgeFeed:
         if self.fail_next:
             self.fail_next -= 1
             raise Unavailable("fake edge peer down")
+        # As the edge peer's feed: no epoch = live; this epoch = after the point; another = the whole cache.
         resumed = resume_epoch == self.epoch
-        position = after_sequence if resumed else len(self.cache)
+        position = after_sequence if resumed else (len(self.cache) if not resume_epoch else 0)
         yield FeedBatch(self.epoch, resumed, [])
         while True:
             fresh = [e for e in self.cache[position:] if e.topic in topics]

@@ -50,3 +50,16 @@ def test_removing_a_subscription_drops_its_topics_at_once() -> None:
     assert index.topics == {b"\x01\x02\x03\x04"}
     assert not index.remove("s1")
     assert receptions(index, topic=content_topic_to_v1_topic(CHAT), data=b"x", sent=1) == []
+
+
+def test_a_subscription_younger_than_the_envelope_does_not_receive_it() -> None:
+    index = TopicIndex(
+        [
+            sub("old", CHAT),
+            Subscription("new", "/waku/2/rs/1/0", (CHAT,), (content_topic_to_v1_topic(CHAT),), 50.0),
+        ]
+    )
+    got = receptions(index, topic=content_topic_to_v1_topic(CHAT), data=b"x", sent=1, received_at=10.0)
+    assert [r.subscription_id for r in got] == ["old"]
+    unknown = receptions(index, topic=content_topic_to_v1_topic(CHAT), data=b"x", sent=1)
+    assert [r.subscription_id for r in unknown] == ["old", "new"]  # arrival time unknown: every subscription
