@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Sequence
 from typing import ClassVar, Self
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 
-from msgstore.types import MessageOrigin, Record
+from msgstore.types import Event, MessageOrigin, Record
 from services.subscription.hub import EventHub
 from services.subscription.inputs import RecordInputs
 from services.subscription.recorder import Recorder
@@ -90,12 +91,11 @@ class SubscriptionMetrics:
         self.slowest_lag.set_function(lambda: hub.slowest_lag)
         self.unstored.set_function(lambda: inputs.unstored)
         recorder.on_commit.append(self._committed)
+        recorder.on_events.append(self._emitted)
 
     def _committed(self, change: Change, record: Record) -> None:
         self.records.labels(_ORIGINS.get(record.origin, "unspecified")).inc()
-        for event in change.events:
-            self.events.labels(event.spec_name).inc()
 
-    def health_event(self) -> None:
-        """Count one ``health:change``."""
-        self.events.labels("health:change").inc()
+    def _emitted(self, events: Sequence[Event]) -> None:
+        for event in events:
+            self.events.labels(event.type.spec_name).inc()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from meshcore import Unavailable
@@ -82,6 +82,8 @@ class Recorder:
         """Called with True when this replica becomes the writer, False when it stops being it."""
         self.on_commit: list[Callable[[Change, Record], None]] = []
         """Called after each committed record change (metrics, the stored check's candidates)."""
+        self.on_events: list[Callable[[Sequence[Event]], None]] = []
+        """Called with the events of each commit or append this replica wrote (metrics)."""
         self.on_subscriptions: list[Callable[[], None]] = []
         """Called when the active subscriptions change (metrics)."""
 
@@ -208,6 +210,8 @@ class Recorder:
                 raise NotWriter() from err
             self.hub.publish(committed.events)
         record = committed.records[0]
+        for report in self.on_events:
+            report(committed.events)
         for callback in self.on_commit:
             callback(change, record)
         return record
@@ -227,6 +231,8 @@ class Recorder:
                 raise NotWriter() from err
             event = Event(sequence, EventType.HEALTH_CHANGE, now, health=health)
             self.hub.publish([event])
+        for report in self.on_events:
+            report([event])
         return event
 
     async def save_subscription(self, subscription: Subscription) -> None:

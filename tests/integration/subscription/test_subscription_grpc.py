@@ -139,6 +139,9 @@ async def test_a_received_message_becomes_a_record_and_emits_received_then_chang
         pb.GetMessageRecordRequest(message_hash=record.message_hash), timeout=10
     )
     assert got.record.received and got.record.envelope_hash == env_hash(1)
+    assert service.metric("mailmesh_subscription_records_written_total", {"origin": "subscription"}) == 1
+    for name in ("message:received", "message:change"):
+        assert service.metric("mailmesh_subscription_events_emitted_total", {"event": name}) == 1
     events.cancel()
 
 
@@ -225,6 +228,7 @@ async def test_health_changes_become_events_with_both_vocabularies(
     assert (event.name, event.waku_api_name) == ("health:change", "health:connection-status")
     assert (event.health.status, event.health.previous) == (1, 3)
     assert (event.health.connection_status, event.health.previous_connection_status) == (1, 3)
+    assert service.metric("mailmesh_subscription_events_emitted_total", {"event": "health:change"}) == 1
     events.cancel()
 
 
