@@ -96,7 +96,10 @@ class EventReader:
 
     def __init__(self, recorder: Recorder) -> None:
         self._recorder = recorder
-        self._store = recorder.store.records
+
+    @property
+    def _store(self) -> RecordStore:
+        return self._recorder.store.records  # the store's parts exist only once it is open
 
     async def replay(self, flt: EventFilter, after: int) -> AsyncIterator[Event | Gap]:
         """Every retained event after ``after`` (filtered by the caller), or one Gap when some are gone."""

@@ -17,6 +17,7 @@ from mailmesh.subscription.v1 import subscription_pb2, subscription_pb2_grpc
 from meshcore import InvalidArgument, NotFound, ResourceExhausted, Unavailable
 from msgapi.config import RESERVED_SUBSCRIPTION_ID, parse_content_topic
 from msgapi.errors import MessagingError
+from msgstore.protocol import RecordStore
 from msgstore.types import Gap, Record, Subscription
 from services.subscription.app import SubscriptionApp
 from services.subscription.convert import event_to_proto, record_to_proto, subscription_to_proto
@@ -46,9 +47,13 @@ class SubscriptionServicer(subscription_pb2_grpc.SubscriptionServiceServicer):
     def __init__(self, app: SubscriptionApp) -> None:
         self._app = app
         self._recorder = app.recorder
-        self._records = app.store.records
         self._messaging = app.messaging
         self._events = EventReader(app.recorder)
+
+    @property
+    def _records(self) -> RecordStore:
+        # Read per call: a store's parts exist only once it is open (the start hook opens it).
+        return self._app.store.records
 
     def _ready(self) -> None:
         if not self._app.started:
