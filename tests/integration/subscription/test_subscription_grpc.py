@@ -6,6 +6,7 @@ send-side merge, the stored check (halted while Unhealthy), event replay, gaps a
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -250,3 +251,34 @@ async def test_replay_after_a_sequence_then_live_and_poll_events(
     assert polled.last_sequence == polled.events[-1].sequence
     live.cancel()
     replay.cancel()
+
+
+async def test_poll_events_waits_for_the_next_event_and_poll_records_reports_changed_records(
+    service: SubscriptionHandle, fakes: FakeFeeds
+) -> None:
+    sid = await service.subscribe(CHAT)
+    await wait_until(lambda: any(TOPIC in r[0] for r in fakes.edge.requests), what="feed opened")
+    head = await service.stub.PollEvents(pb.PollEventsRequest(), timeout=10)  # nothing yet: the head, at once
+    assert list(head.events) == []
+    wait = pb.PollEventsRequest(after_sequence=head.last_sequence, limit=1)
+    wait.wait.FromSeconds(30)
+    waiting = asyncio.ensure_future(service.stub.PollEvents(wait, timeout=40))
+    records_wait = pb.PollRecordsRequest(
+        filter=pb.RecordFilter(subscription_id=sid), after_revision=head.last_sequence
+    )
+    records_wait.wait.FromSeconds(30)
+    waiting_records = asyncio.ensure_future(service.stub.PollRecords(records_wait, timeout=40))
+    fakes.edge.push(TOPIC, b"polled", 1_700_000_000, env_hash(40))
+    first = await waiting
+    assert [e.name for e in first.events] == ["message:received"]
+    assert first.last_sequence == first.events[0].sequence
+    changed = await waiting_records
+    assert [r.message.payload for r in changed.records] == [b"polled"]
+    assert changed.last_revision == changed.records[0].revision
+    again = await service.stub.PollRecords(
+        pb.PollRecordsRequest(
+            filter=pb.RecordFilter(subscription_id=sid), after_revision=changed.last_revision
+        ),
+        timeout=10,
+    )
+    assert list(again.records) == []  # nothing changed since
