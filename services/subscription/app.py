@@ -61,6 +61,7 @@ class SubscriptionApp:
         tail_interval: float,
         consumer_buffer: int,
         clock: Callable[[], float],
+        maintain_interval: float = 300.0,
     ) -> None:
         self.store = store
         self.messaging = messaging
@@ -80,6 +81,7 @@ class SubscriptionApp:
         self.stored = StoredChecker(
             self.inputs, feeds.lookup, self.health, interval=messaging.store_check_interval_s
         )
+        self._maintain_interval = maintain_interval
         self._tasks: list[asyncio.Task[None]] = []
         self.started = False
         self.recorder.on_role.append(self._role)
@@ -109,7 +111,7 @@ class SubscriptionApp:
                 task.cancel()
 
     def _writer_loops(self) -> list[Coroutine[Any, Any, None]]:
-        loops = [self._ensure_background(), self.health.run()]
+        loops = [self._ensure_background(), self.health.run(), self._maintain()]
         loops += [edge.run() for edge in self.edges]
         if self.send is not None:
             loops.append(self.send.run())
@@ -124,6 +126,18 @@ class SubscriptionApp:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+    async def _maintain(self) -> None:
+        """Purge rows past their retention (SQLite keeps them until asked; msgstore ``maintain``)."""
+        while True:
+            await asyncio.sleep(self._maintain_interval)
+            try:
+                removed = await self.store.maintain(now=self.recorder.now())
+            except MsgStoreError as err:
+                _log.info("store maintenance: %s; next round in %.0f s", err, self._maintain_interval)
+                continue
+            if removed:
+                _log.info("store maintenance removed %d aged rows", removed)
 
     async def _ensure_background(self) -> None:
         """Create (or end) the reserved background subscription as the configuration says."""

@@ -95,6 +95,12 @@ class Config(FromEnv):
         doc="Events a StreamEvents consumer may have unread before its stream ends with RESOURCE_EXHAUSTED "
         "(SLOW_CONSUMER); it resumes after its last sequence.",
     )
+    maintain_interval_s: float = setting(
+        "SUBSCRIPTION_MAINTAIN_INTERVAL_SECONDS",
+        parse_duration(1, 86_400),
+        default="300",
+        doc="The writer removes rows past their retention this often (SQLite; Cassandra's rows carry TTLs).",
+    )
     call_timeout_s: float = setting(
         "SUBSCRIPTION_CALL_TIMEOUT_SECONDS",
         parse_duration(0.05, 600),

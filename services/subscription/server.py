@@ -79,6 +79,7 @@ def connect(
         tail_interval=cfg.tail_interval_s,
         consumer_buffer=cfg.consumer_buffer,
         clock=clock,
+        maintain_interval=cfg.maintain_interval_s,
     )
     SubscriptionMetrics.for_registry(registry).follow(app.recorder, app.hub, app.inputs)
     return Deps(app, closers=tuple(closers), registry=registry, tracer_provider=tracer_provider)
