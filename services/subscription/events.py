@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
@@ -136,12 +137,15 @@ class EventReader:
                         matched.append(event)
                         if len(matched) >= limit:
                             return matched, last
-            if matched or wait <= 0:
-                return matched, last
-            for event in await consumer.next_batch(wait):
-                if event.sequence > last and len(matched) < limit:
-                    matched.append(event)
-                    last = event.sequence
+            deadline = asyncio.get_running_loop().time() + wait
+            while not matched:
+                left = deadline - asyncio.get_running_loop().time()
+                if left <= 0 or consumer.closed or consumer.overflowed:
+                    break
+                for event in await consumer.next_batch(left):
+                    if event.sequence > last and len(matched) < limit:
+                        matched.append(event)
+                        last = event.sequence
             return matched, last
         finally:
             hub.unsubscribe(consumer)
