@@ -108,9 +108,9 @@ class EdgeFollower:
             ):  # a new edge-peer process (or our first stream): sequences start over
                 self.epoch, self.after = batch.epoch, 0
             self._backoff.reset()
-            for envelope in batch.envelopes:
-                await asyncio.shield(self._inputs.receive(envelope))
-                self.after = envelope.sequence
+            if batch.envelopes:
+                await asyncio.shield(self._inputs.receive_many(batch.envelopes))
+                self.after = batch.envelopes[-1].sequence
 
 
 class HealthFollower:

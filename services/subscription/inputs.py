@@ -21,7 +21,7 @@ from functools import partial
 from msgstore.types import Record
 from services.subscription.mapping import receptions
 from services.subscription.ports import FeedEnvelope, LookupPort
-from services.subscription.recorder import Recorder
+from services.subscription.recorder import Recorder, Rule
 from services.subscription.rules import Change, SendUpdate, merge_received, merge_send, merge_stored
 
 __all__ = ["LOOKUP_CHUNK", "RecordInputs"]
@@ -46,30 +46,38 @@ class RecordInputs:
 
     async def receive(self, envelope: FeedEnvelope) -> list[Record]:
         """One envelope from an edge peer's feed: every active subscription on its topic receives it."""
+        return await self.receive_many([envelope])
+
+    async def receive_many(self, envelopes: Sequence[FeedEnvelope]) -> list[Record]:
+        """A feed batch: every reception of every envelope, committed together."""
         index = self._recorder.index
-        written = []
-        found = receptions(
-            index,
-            topic=envelope.topic,
-            data=envelope.data,
-            sent=envelope.sent,
-            received_at=envelope.received_at,
-        )
-        for reception in found:
-            target = self._own.get(envelope.envelope_hash, reception.message_hash)
-            rule = partial(
-                merge_received,
-                message_hash=target,
-                pubsub_topic=reception.pubsub_topic,
-                message=reception.message,
-                envelope_hash=envelope.envelope_hash,
-                subscription_id=reception.subscription_id,
-                now=self._recorder.now(),
+        now = self._recorder.now()
+        items: list[tuple[bytes, Rule]] = []
+        for envelope in envelopes:
+            # The edge peer's acceptance time orders the listings (created_at, then hash) in arrival order.
+            when = envelope.received_at or now
+            found = receptions(
+                index,
+                topic=envelope.topic,
+                data=envelope.data,
+                sent=envelope.sent,
+                received_at=envelope.received_at,
             )
-            record = await self._recorder.update(target, rule)
-            if record is not None:
-                written.append(record)
-        return written
+            for reception in found:
+                target = self._own.get(envelope.envelope_hash, reception.message_hash)
+                rule = partial(
+                    merge_received,
+                    message_hash=target,
+                    pubsub_topic=reception.pubsub_topic,
+                    message=reception.message,
+                    envelope_hash=envelope.envelope_hash,
+                    subscription_id=reception.subscription_id,
+                    now=when,
+                )
+                items.append((target, rule))
+        if not items:
+            return []
+        return [r for r in await self._recorder.update_many(items) if r is not None]
 
     # ------------------------------------------------------------------------------------------ send
 

@@ -37,11 +37,14 @@ from services.subscription.hub import EventHub
 from services.subscription.mapping import TopicIndex
 from services.subscription.rules import Change
 
-__all__ = ["LEASE_NAME", "NotWriter", "Recorder"]
+__all__ = ["LEASE_NAME", "NotWriter", "Recorder", "Rule"]
 
 LEASE_NAME = "records/writer"
 _log = logging.getLogger(__name__)
 _TAIL_PAGE = 500
+
+#: A record rule (:mod:`.rules`): the stored record (None = none yet) → the change to commit, or None.
+Rule = Callable[[Record | None], Change | None]
 
 
 class NotWriter(Unavailable):
@@ -196,25 +199,50 @@ class Recorder:
         self, message_hash: bytes, rule: Callable[[Record | None], Change | None]
     ) -> Record | None:
         """Apply ``rule`` to the stored record with ``message_hash`` and commit what it returns."""
+        (record,) = await self.update_many([(message_hash, rule)])
+        return record
+
+    async def update_many(self, items: Sequence[tuple[bytes, Rule]]) -> list[Record | None]:
+        """Apply each rule in order to its record (as left by the rules before it) and commit all changes at
+        once: one transaction (SQLite) or as few logged batches as fit (Cassandra) for a whole feed batch.
+
+        Returns each item's record after its rule (the stored one when the rule changed nothing).
+        """
         async with self._lock:
             writer = self._require_writer()
-            previous = await self.store.records.get(message_hash)
-            change = rule(previous)
-            if change is None:
-                return previous
-            drafts = [EventDraft(t, message_hash=message_hash) for t in change.events]
+            current: dict[bytes, Record | None] = {}
+            changed: dict[bytes, Change] = {}
+            drafts: list[EventDraft] = []
+            after: list[bytes] = []
+            for message_hash, rule in items:
+                if message_hash not in current:
+                    current[message_hash] = await self.store.records.get(message_hash)
+                change = rule(current[message_hash])
+                after.append(message_hash)
+                if change is None:
+                    continue
+                current[message_hash] = change.record
+                previous = changed.get(message_hash)
+                events = (previous.events if previous else ()) + change.events
+                changed[message_hash] = Change(change.record, events)
+                drafts.extend(EventDraft(t, message_hash=message_hash) for t in change.events)
+            if not changed:
+                return [current[h] for h in after]
             try:
-                committed = await writer.commit([change.record], drafts, now=self._clock())
+                committed = await writer.commit(
+                    [c.record for c in changed.values()], drafts, now=self._clock()
+                )
             except LeaseLost as err:
                 await self._lose("lease lost while committing")
                 raise NotWriter() from err
             self.hub.publish(committed.events)
-        record = committed.records[0]
+        stored = {r.message_hash: r for r in committed.records}
         for report in self.on_events:
             report(committed.events)
-        for callback in self.on_commit:
-            callback(change, record)
-        return record
+        for message_hash, change in changed.items():
+            for callback in self.on_commit:
+                callback(change, stored[message_hash])
+        return [stored.get(h, current[h]) for h in after]
 
     async def health_change(self, status: HealthStatus, previous: HealthStatus) -> Event:
         """Append ``health:change`` (no record) and publish it."""

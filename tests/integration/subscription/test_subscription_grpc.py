@@ -282,3 +282,23 @@ async def test_poll_events_waits_for_the_next_event_and_poll_records_reports_cha
         timeout=10,
     )
     assert list(again.records) == []  # nothing changed since
+
+
+async def test_two_subscriptions_on_one_topic_share_one_record_and_its_events(
+    service: SubscriptionHandle, fakes: FakeFeeds
+) -> None:
+    a = await service.subscribe(CHAT)
+    b = await service.subscribe(CHAT)
+    events = open_events(service, after=0)
+    await wait_until(lambda: any(TOPIC in r[0] for r in fakes.edge.requests), what="feed opened")
+    fakes.edge.push(TOPIC, b"both", 1_700_000_000, env_hash(50))
+    fakes.edge.push(TOPIC, b"next", 1_700_000_001, env_hash(51))
+    got = await events.take(4)
+    assert [e.name for e in got] == ["message:received", "message:change"] * 2
+    assert [list(e.record.subscription_ids) for e in got] == [[a, b]] * 4
+    for sid in (a, b):
+        assert [r.message.payload for r in await service.list_records(subscription_id=sid)] == [
+            b"both",
+            b"next",
+        ]
+    events.cancel()

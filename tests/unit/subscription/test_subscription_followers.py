@@ -40,8 +40,8 @@ class FakeInputs:
     def __init__(self) -> None:
         self.applied: list[int] = []
 
-    async def receive(self, envelope: FeedEnvelope) -> list[object]:
-        self.applied.append(envelope.sequence)
+    async def receive_many(self, envelopes: Sequence[FeedEnvelope]) -> list[object]:
+        self.applied.extend(e.sequence for e in envelopes)
         return []
 
 
