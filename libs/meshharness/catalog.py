@@ -91,6 +91,16 @@ CATALOG: Mapping[str, ServiceKind] = {
             offset=7,
             needs=("archive", "ingest", "history", "edge_peer"),
         ),
+        ServiceKind(
+            name="subscription",
+            module="services.subscription",
+            prefix="SUBSCRIPTION",
+            health="mailmesh.subscription.v1.SubscriptionService",
+            offset=6,
+            needs=("edge_peer", "history", "health"),
+            state_files={"MSGSTORE_SQLITE_PATH": "messaging.sqlite3"},
+            instance_var="SUBSCRIPTION_REPLICA_ID",
+        ),
     )
 }
 """Every service, by name."""

@@ -1,0 +1,1 @@
+"""The subscription service: subscriptions, message records and the Messaging API event source."""

@@ -1,0 +1,167 @@
+"""Other services as the subscription service sees them: edge peers' live feeds, health, send, history.
+
+Streams (StreamEnvelopes, WatchHealth, WatchSendStatuses) run on channels whose service-config deadline is
+an hour: a stream that reaches it ends with DEADLINE_EXCEEDED and its follower resumes where it was. The
+unary Lookup carries ``SUBSCRIPTION_CALL_TIMEOUT_SECONDS`` (:func:`meshcore.remaining_timeout`). Every
+``grpc.aio.AioRpcError`` becomes a :mod:`meshcore.errors` class (``translate_rpc_error``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+import grpc
+import grpc.aio
+from opentelemetry import trace
+from prometheus_client import REGISTRY, CollectorRegistry
+
+from mailmesh.edgepeer.v1 import edgepeer_pb2, edgepeer_pb2_grpc
+from mailmesh.health.v1 import health_pb2, health_pb2_grpc
+from mailmesh.history.v1 import history_pb2, history_pb2_grpc
+from mailmesh.send.v1 import send_pb2, send_pb2_grpc
+from meshcore import make_channel, remaining_timeout, translate_rpc_error
+from msgstore.types import HealthStatus
+from services.subscription.convert import health_status, send_update_from_proto
+from services.subscription.ports import FeedBatch, FeedEnvelope
+from services.subscription.rules import SendUpdate
+
+__all__ = ["Channels", "EdgeFeedClient", "HealthFeedClient", "LookupClient", "SendFeedClient"]
+
+_STREAM_DEADLINE_S = 3600.0
+# Reconnect at most ~1 s after a target comes back (gRPC's default backoff grows to 120 s).
+_RECONNECT_OPTIONS = (
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.min_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+)
+
+
+class Channels:
+    """One channel per (target, service), opened on first use (call from a coroutine)."""
+
+    def __init__(
+        self, *, registry: CollectorRegistry = REGISTRY, tracer: trace.TracerProvider | None = None
+    ) -> None:
+        self._registry = registry
+        self._tracer = tracer
+        self._channels: dict[tuple[str, str], grpc.aio.Channel] = {}
+
+    def get(self, target: str, service: str) -> grpc.aio.Channel:
+        """The channel to ``service`` at ``target``."""
+        key = (target, service)
+        channel = self._channels.get(key)
+        if channel is None:
+            channel = self._channels[key] = make_channel(
+                target,
+                service_name=service,
+                timeout_s=_STREAM_DEADLINE_S,
+                registry=self._registry,
+                tracer_provider=self._tracer,
+                options=_RECONNECT_OPTIONS,
+            )
+        return channel
+
+    async def close(self) -> None:
+        """Close every channel (pending calls are cancelled)."""
+        channels, self._channels = list(self._channels.values()), {}
+        for channel in channels:
+            await channel.close()
+
+
+class EdgeFeedClient:
+    """One edge peer's StreamEnvelopes; implements ``ports.EdgeFeedPort``."""
+
+    def __init__(self, channels: Channels, target: str) -> None:
+        self._target = target
+        self._stub = edgepeer_pb2_grpc.EdgePeerServiceStub(
+            channels.get(target, "mailmesh.edgepeer.v1.EdgePeerService")
+        )
+
+    @property
+    def target(self) -> str:
+        """The instance's address."""
+        return self._target
+
+    async def stream(
+        self, topics: Sequence[bytes], resume_epoch: str, after_sequence: int
+    ) -> AsyncIterator[FeedBatch]:
+        """StreamEnvelopes filtered by ``topics`` (never empty: empty would mean every envelope)."""
+        request = edgepeer_pb2.StreamEnvelopesRequest(
+            topics=list(topics), resume_epoch=resume_epoch, after_sequence=after_sequence
+        )
+        call = self._stub.StreamEnvelopes(request)
+        try:
+            async for reply in call:
+                yield FeedBatch(
+                    reply.epoch,
+                    reply.resumed,
+                    [
+                        FeedEnvelope(
+                            r.sequence, r.envelope.hash, r.envelope.topic, r.envelope.data, r.envelope.sent
+                        )
+                        for r in reply.envelopes
+                    ],
+                )
+        except grpc.aio.AioRpcError as err:
+            raise translate_rpc_error(err) from err
+        finally:
+            call.cancel()
+
+
+class HealthFeedClient:
+    """WatchHealth in WATCH_MODE_STATUS; implements ``ports.HealthFeedPort``."""
+
+    def __init__(self, channels: Channels, target: str) -> None:
+        self._stub = health_pb2_grpc.HealthServiceStub(
+            channels.get(target, "mailmesh.health.v1.HealthService")
+        )
+
+    async def watch(self) -> AsyncIterator[HealthStatus]:
+        """The current status, then each change."""
+        call = self._stub.WatchHealth(health_pb2.WatchHealthRequest(mode=health_pb2.WATCH_MODE_STATUS))
+        try:
+            async for reply in call:
+                yield health_status(reply.report.status)
+        except grpc.aio.AioRpcError as err:
+            raise translate_rpc_error(err) from err
+        finally:
+            call.cancel()
+
+
+class SendFeedClient:
+    """WatchSendStatuses; implements ``ports.SendFeedPort``."""
+
+    def __init__(self, channels: Channels, target: str) -> None:
+        self._stub = send_pb2_grpc.SendServiceStub(channels.get(target, "mailmesh.send.v1.SendService"))
+
+    async def watch(self, after_sequence: int) -> AsyncIterator[tuple[int, SendUpdate]]:
+        """Changes after ``after_sequence``, then live."""
+        call = self._stub.WatchSendStatuses(send_pb2.WatchSendStatusesRequest(after_sequence=after_sequence))
+        try:
+            async for reply in call:
+                yield reply.status.sequence, send_update_from_proto(reply.status)
+        except grpc.aio.AioRpcError as err:
+            raise translate_rpc_error(err) from err
+        finally:
+            call.cancel()
+
+
+class LookupClient:
+    """HistoryQueryService.Lookup by envelope hash; implements ``ports.LookupPort``."""
+
+    def __init__(self, channels: Channels, target: str, *, timeout_s: float) -> None:
+        self._stub = history_pb2_grpc.HistoryQueryServiceStub(
+            channels.get(target, "mailmesh.history.v1.HistoryQueryService")
+        )
+        self._timeout_s = timeout_s
+
+    async def stored(self, envelope_hashes: Sequence[bytes]) -> set[bytes]:
+        """Which of the hashes the archive holds."""
+        try:
+            reply = await self._stub.Lookup(
+                history_pb2.LookupRequest(envelope_hashes=list(envelope_hashes)),
+                timeout=remaining_timeout(self._timeout_s),
+            )
+        except grpc.aio.AioRpcError as err:
+            raise translate_rpc_error(err) from err
+        return set(reply.stored_envelope_hashes)

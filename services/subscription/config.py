@@ -1,0 +1,126 @@
+"""Every environment variable of the subscription service (``SUBSCRIPTION_`` prefix), with defaults and docs.
+
+The Messaging API's node-wide settings (``MSGAPI_*``, :class:`msgapi.config.MessagingConfig`) and the store
+(``MSGSTORE_*``, :class:`msgstore.config.StoreConfig`) are embedded with their shared prefixes, so this
+service and the send service read the same variables and can never disagree on the served pubsub topics,
+the monitored content topics or where the records live.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+
+from meshcore import FromEnv, RuntimeConfig, runtime_settings, setting
+from meshcore.config import nested
+from meshcore.parsers import Parser, parse_duration, parse_host_port, parse_int, parse_list, parse_str
+from msgapi.config import MessagingConfig
+from msgstore.config import PREFIX as STORE_PREFIX
+from msgstore.config import StoreConfig
+
+__all__ = ["Config", "parse_targets"]
+
+
+def parse_targets(raw: str) -> tuple[str, ...]:
+    """Comma-separated ``host:port`` targets, each at most once (empty = none)."""
+    targets = tuple(str(t) for t in parse_list(parse_host_port())(raw))
+    if len(set(targets)) != len(targets):
+        raise ValueError("a target is listed twice")
+    return targets
+
+
+_targets: Parser[tuple[str, ...]] = parse_targets
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config(FromEnv):
+    """Subscription service settings; ``describe_markdown(Config)`` renders the README table."""
+
+    runtime: RuntimeConfig = runtime_settings(
+        "SUBSCRIPTION", service_name="subscription", grpc_port=50056, metrics_port=9156
+    )
+    messaging: MessagingConfig = nested(MessagingConfig, prefix="MSGAPI")
+    store: StoreConfig = nested(StoreConfig, prefix=STORE_PREFIX)
+    edge_peer_addrs: tuple[str, ...] = setting(
+        "SUBSCRIPTION_EDGE_ADDR",
+        _targets,
+        default="127.0.0.1:50051",
+        doc="Edge-peer instances (EdgePeerService.StreamEnvelopes), comma-separated host:port: each one's "
+        "live feed is followed, since a Waku peer may be connected to any of them. At least one.",
+    )
+    history_addr: str = setting(
+        "SUBSCRIPTION_HISTORY_ADDR",
+        parse_str(),
+        default="127.0.0.1:50054",
+        doc="history-query (HistoryQueryService.Lookup) for the recurring stored check; a gRPC target.",
+    )
+    health_addr: str = setting(
+        "SUBSCRIPTION_HEALTH_ADDR",
+        parse_str(),
+        default="127.0.0.1:50057",
+        doc="The health service (HealthService.WatchHealth): health:change events, and the stored check "
+        "halts while Unhealthy.",
+    )
+    send_addr: str = setting(
+        "SUBSCRIPTION_SEND_ADDR",
+        parse_str(),
+        default="",
+        doc="The send service (SendService.WatchSendStatuses): merges sending/sent/stored/error of sent "
+        "messages into their records; empty = not followed (no send service in this mesh).",
+    )
+    replica_id: str = setting(
+        "SUBSCRIPTION_REPLICA_ID",
+        parse_str(),
+        default="",
+        doc="This replica's name in the records/writer lease; empty = host name and process id.",
+    )
+    writer_lease_s: float = setting(
+        "SUBSCRIPTION_WRITER_LEASE_SECONDS",
+        parse_duration(1, 600),
+        default="10",
+        doc="TTL of the records/writer lease: a dead writer's replica is replaced within this time. "
+        "Renewed every third of it; larger than 3 x MSGSTORE_LEASE_SAFETY_MARGIN_SECONDS.",
+    )
+    tail_interval_s: float = setting(
+        "SUBSCRIPTION_TAIL_INTERVAL_SECONDS",
+        parse_duration(0.01, 60),
+        default="0.2",
+        doc="Replicas that are not the writer read new events from the store this often (live streams).",
+    )
+    consumer_buffer: int = setting(
+        "SUBSCRIPTION_CONSUMER_BUFFER",
+        parse_int(16, 1_000_000),
+        default="4096",
+        doc="Events a StreamEvents consumer may have unread before its stream ends with RESOURCE_EXHAUSTED "
+        "(SLOW_CONSUMER); it resumes after its last sequence.",
+    )
+    maintain_interval_s: float = setting(
+        "SUBSCRIPTION_MAINTAIN_INTERVAL_SECONDS",
+        parse_duration(1, 86_400),
+        default="300",
+        doc="The writer removes rows past their retention this often (SQLite; Cassandra's rows carry TTLs).",
+    )
+    call_timeout_s: float = setting(
+        "SUBSCRIPTION_CALL_TIMEOUT_SECONDS",
+        parse_duration(0.05, 600),
+        default="5",
+        doc="Deadline of unary calls to other services (Lookup), seconds.",
+    )
+
+    @property
+    def replica(self) -> str:
+        """The lease owner name: SUBSCRIPTION_REPLICA_ID, or host name and process id."""
+        return self.replica_id or f"{socket.gethostname()}-{os.getpid()}"
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not self.edge_peer_addrs:
+            problems.append("SUBSCRIPTION_EDGE_ADDR must list at least one edge peer")
+        if self.writer_lease_s <= 3 * self.store.lease_margin_s:
+            problems.append(
+                "SUBSCRIPTION_WRITER_LEASE_SECONDS must exceed 3 x MSGSTORE_LEASE_SAFETY_MARGIN_SECONDS "
+                "(the writer renews every third of it and stops a margin before expiry)"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))

@@ -1,0 +1,130 @@
+"""The send follower against a small in-process fake SendService over real gRPC (loopback, port 0): the
+WatchSendStatuses client converts every field the record rules read, and the follower resumes after the last
+change it applied when the stream breaks. The pairing with the real send service is tested once both are
+merged (the send service is built in parallel)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+import grpc
+import grpc.aio
+
+from mailmesh.common.v1 import common_pb2
+from mailmesh.send.v1 import send_pb2, send_pb2_grpc
+from msgstore.types import MessageErrorKind, Record, SendState
+from services.subscription.clients import Channels, SendFeedClient
+from services.subscription.followers import Backoff, SendFollower
+from services.subscription.inputs import RecordInputs
+from services.subscription.rules import SendUpdate
+
+REQUEST = "eeeeeeee-0000-4000-8000-000000000005"
+
+
+def status(sequence: int, *, sending: bool, sent: bool, error: bool = False) -> send_pb2.SendStatus:
+    out = send_pb2.SendStatus(
+        request_id=REQUEST,
+        message_hash=b"\x09" * 32,
+        pubsub_topic="/waku/2/rs/1/0",
+        message=common_pb2.WakuMessage(payload=b"p", content_topic="/a/1/b/proto", timestamp=7, meta=b"m"),
+        sending=sending,
+        sent=sent,
+        envelope_hash=b"\x08" * 32,
+        sequence=sequence,
+        progress=common_pb2.SendProgress(
+            state=common_pb2.SEND_STATE_SENDING, attempts=sequence, max_attempts=4
+        ),
+    )
+    out.progress.scheduled_at.FromSeconds(1_700_000_000)
+    out.updated_at.FromSeconds(1_700_000_000 + sequence)
+    if error:
+        out.error.CopyFrom(
+            common_pb2.MessageError(kind=common_pb2.MESSAGE_ERROR_KIND_NO_PEERS, detail="none", attempt=1)
+        )
+    return out
+
+
+class FakeSendService(send_pb2_grpc.SendServiceServicer):
+    """WatchSendStatuses over a fixed change log; the first stream breaks after two changes."""
+
+    def __init__(self) -> None:
+        self.log = [
+            status(1, sending=True, sent=False),
+            status(2, sending=False, sent=False, error=True),
+            status(3, sending=False, sent=True),
+        ]
+        self.requests: list[int] = []
+
+    async def WatchSendStatuses(
+        self, request: Any, context: Any
+    ) -> AsyncIterator[send_pb2.WatchSendStatusesResponse]:
+        self.requests.append(request.after_sequence)
+        for entry in self.log[request.after_sequence :]:
+            yield send_pb2.WatchSendStatusesResponse(status=entry)
+            if len(self.requests) == 1 and entry.sequence == 2:
+                await context.abort(grpc.StatusCode.UNAVAILABLE, "send replica going away")
+        await asyncio.Event().wait()
+
+
+class RecordingInputs:
+    def __init__(self) -> None:
+        self.updates: list[SendUpdate] = []
+
+    async def send_update(self, update: SendUpdate) -> Record | None:
+        self.updates.append(update)
+        return None
+
+
+async def test_the_follower_converts_each_status_and_resumes_after_the_last_applied() -> None:
+    fake = FakeSendService()  # type: ignore[abstract]  # only WatchSendStatuses is called
+    server = grpc.aio.server()
+    send_pb2_grpc.add_SendServiceServicer_to_server(fake, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    channels = Channels()
+    inputs = RecordingInputs()
+    delays: list[float] = []
+
+    async def no_sleep(delay: float) -> None:
+        delays.append(delay)
+
+    follower = SendFollower(
+        SendFeedClient(channels, f"127.0.0.1:{port}"), cast(RecordInputs, inputs), Backoff(sleep=no_sleep)
+    )
+    task = asyncio.create_task(follower.run())
+    try:
+        async with asyncio.timeout(10):
+            while len(inputs.updates) < 3:
+                await asyncio.sleep(0.01)
+        assert fake.requests == [0, 2]  # the replay from everything retained, then after change 2
+        assert follower.after == 3 and delays == [0.2]
+        first, failed, done = inputs.updates
+        assert (first.request_id, first.message_hash, first.envelope_hash) == (
+            REQUEST,
+            b"\x09" * 32,
+            b"\x08" * 32,
+        )
+        assert (
+            first.message.payload,
+            first.message.meta,
+            first.message.timestamp,
+            first.message.version,
+        ) == (
+            b"p",
+            b"m",
+            7,
+            None,
+        )
+        assert first.progress is not None and first.progress.state is SendState.SENDING
+        assert first.progress.scheduled_at == 1_700_000_000.0 and first.updated_at == 1_700_000_001.0
+        assert (
+            failed.error is not None and failed.error.kind is MessageErrorKind.NO_PEERS and not failed.sending
+        )
+        assert done.sent and done.error is None
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await channels.close()
+        await server.stop(None)
