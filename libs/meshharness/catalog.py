@@ -91,6 +91,15 @@ CATALOG: Mapping[str, ServiceKind] = {
             offset=7,
             needs=("archive", "ingest", "history", "edge_peer"),
         ),
+        ServiceKind(
+            name="send",
+            module="services.send",
+            prefix="SEND",
+            health="mailmesh.send.v1.SendService",
+            offset=5,
+            needs=("edge_peer", "history", "health"),
+            state_files={"MSGSTORE_SQLITE_PATH": "messaging.sqlite3"},
+        ),
     )
 }
 """Every service, by name."""

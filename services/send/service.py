@@ -1,0 +1,114 @@
+"""The Send API's operations over the engine and the outbox (no gRPC, no generated protos).
+
+Send accepts and persists before it answers, with no network I/O (MESSAGING-API "send": the RequestID is
+returned at once); queries read the outbox, so every replica answers them for every request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from msgstore.errors import InvalidPosition
+from msgstore.protocol import OutboxStore
+from msgstore.sharding import ResumePosition
+from msgstore.types import OutboxChange, OutboxEntry, OutboxFilter
+from services.send.engine import SendEngine
+from services.send.errors import InvalidMessage, RequestNotFound
+from services.send.schedule import PENDING, order_key
+from services.send.validation import SendInput, SendRules, prepare
+
+__all__ = ["SendApi", "WatchItem"]
+
+_PAGE = 500  # changes read per change-log page
+
+
+@dataclass(frozen=True, slots=True)
+class WatchItem:
+    """One message of a watch: a change, or the shards whose changes were missed."""
+
+    position: bytes
+    change: OutboxChange | None = None
+    gap_shards: tuple[int, ...] = ()
+
+
+class SendApi:
+    """What SendService does, in domain terms."""
+
+    def __init__(
+        self,
+        engine: SendEngine,
+        outbox: OutboxStore,
+        rules: SendRules,
+        *,
+        clock: Callable[[], float],
+        watch_poll_s: float,
+    ) -> None:
+        self._engine = engine
+        self._outbox = outbox
+        self._rules = rules
+        self._clock = clock
+        self._watch_poll_s = watch_poll_s
+
+    async def send(self, inp: SendInput) -> tuple[OutboxEntry, bool]:
+        """Validate, persist and schedule; (entry, created)."""
+        entry = prepare(inp, self._rules, self._clock())
+        return await self._engine.accept(entry, given_timestamp=bool(inp.message.timestamp))
+
+    async def status(self, *, request_id: str = "", message_hash: bytes = b"") -> OutboxEntry:
+        """One request by id, or the latest with a message hash; RequestNotFound otherwise."""
+        now = self._clock()
+        if request_id:
+            found = await self._outbox.get(request_id, now=now)
+            if found is None:
+                raise RequestNotFound.by_id(request_id)
+            return found
+        if len(message_hash) != 32:
+            raise InvalidMessage("give a request_id or a 32-byte message_hash")
+        latest = await self._outbox.latest_for_hash(message_hash, now=now)
+        if latest is None:
+            raise RequestNotFound.by_hash(message_hash)
+        return latest
+
+    async def pending(self) -> list[str]:
+        """Ids of unfinished requests, in the order they will be served (priority, fresh, retries newest)."""
+        entries = await self._outbox.list(OutboxFilter(states=tuple(PENDING)), None, None, now=self._clock())
+        return [e.request_id for e in sorted(entries, key=order_key)]
+
+    async def list(self, flt: OutboxFilter, skip: int | None, take: int | None) -> list[OutboxEntry]:
+        """Matching requests by (scheduled_at, request id), MESSAGING-API skip/take."""
+        return await self._outbox.list(flt, skip, take, now=self._clock())
+
+    async def watch(self, after: bytes | None) -> AsyncIterator[WatchItem]:
+        """Every change after ``after`` (None = from now on), then live ones; never ends by itself."""
+        try:
+            position = await self._head() if after is None else after
+            first = True
+            while True:
+                page = await self._outbox.changes_after(position, _PAGE, now=self._clock())
+                if first and page.gaps:
+                    yield WatchItem(position, gap_shards=page.gaps)
+                first = False
+                # Each change carries the position just after it, so a consumer that stops mid-page resumes
+                # at the next change rather than after the page.
+                at = ResumePosition.decode(position, self._outbox.shards)
+                for change in page.changes:
+                    at = at.advanced(change.shard, change.sequence)
+                    yield WatchItem(at.encode(), change=change)
+                position = page.position
+                if len(page.changes) < _PAGE:
+                    await self._engine.wait_change(self._watch_poll_s)
+                else:
+                    await asyncio.sleep(0)  # a long replay lets other calls in between pages
+        except InvalidPosition as err:
+            raise InvalidMessage(f"invalid position: {err}") from err
+
+    async def _head(self) -> bytes:
+        """The position after every change written so far (read through the log's pages)."""
+        position = b""
+        while True:
+            page = await self._outbox.changes_after(position, _PAGE, now=self._clock())
+            position = page.position
+            if len(page.changes) < _PAGE:
+                return position
