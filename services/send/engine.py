@@ -235,6 +235,7 @@ class SendEngine:
                 rid = entry.request_id
                 if rid not in self._entries and rid not in self._busy and rid not in self._finished:
                     self._entries[rid] = entry
+        self._observer.owned(len(self._ownership.held), len(self._entries), self._paused)
         cutoff = self._clock() - _FORGET_S
         self._finished = {rid: t for rid, t in self._finished.items() if t > cutoff}
         self._wake.set()
@@ -303,6 +304,9 @@ class SendEngine:
     # ------------------------------------------------------------------------------------------ attempts
 
     async def _transition(self, before: OutboxEntry, after: OutboxEntry) -> None:
+        if before.sequence == 0:  # the QUEUED change of a request accepted meanwhile comes first
+            saved = await self._save(before)
+            after = replace(after, sequence=saved.sequence)
         if after is not before:
             await self._save(after)
 
