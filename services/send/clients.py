@@ -24,7 +24,7 @@ from mailmesh.history.v1 import history_pb2, history_pb2_grpc
 from meshcore import make_channel, remaining_timeout, translate_rpc_error
 from meshcore.protoconv import duration
 from msgstore.types import HealthStatus
-from services.send.schedule import PublishOutcome
+from services.send.ports import PublishOutcome
 
 __all__ = ["EdgePeers", "HealthFollower", "HistoryLookup"]
 

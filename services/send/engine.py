@@ -17,7 +17,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 from msgstore.errors import LeaseLost, MsgStoreError, RequestIdConflict
 from msgstore.protocol import MsgStore
@@ -26,44 +26,15 @@ from msgstore.types import HealthStatus, MessageErrorKind, OutboxEntry, SendStat
 from services.send import schedule
 from services.send.errors import NotOwner, RequestIdTaken
 from services.send.ownership import ShardOwnership
-from services.send.schedule import PublishOutcome, RetryPolicy
+from services.send.ports import EngineObserver, Publisher, StoreChecker
+from services.send.schedule import RetryPolicy
 from services.send.sealing import Sealer
 
-__all__ = ["EngineObserver", "EngineSettings", "Publisher", "SendEngine", "StoreChecker"]
+__all__ = ["EngineSettings", "SendEngine"]
 
 _log = logging.getLogger(__name__)
 _SAVE_RETRY_S = 1.0  # after a failed store write, the request waits this long before it is tried again
 _FORGET_S = 60.0  # finished ids are remembered this long so a stale open-request read cannot revive them
-
-
-class Publisher(Protocol):
-    """Publishes one envelope through every edge peer (services.send.clients.EdgePeers)."""
-
-    async def publish(self, raw: bytes, envelope_hash: bytes, *, ephemeral: bool) -> PublishOutcome:
-        """The summed outcome; never raises for an unreachable edge peer (it counts as no peer)."""
-        ...
-
-    async def pow_target(self) -> float:
-        """The highest PoW any connected Waku peer (or edge peer) requires."""
-        ...
-
-
-class StoreChecker(Protocol):
-    """Whether the store holds an envelope (HistoryQueryService.Lookup)."""
-
-    async def holds(self, envelope_hash: bytes) -> bool:
-        """True when the archive holds the envelope; raises meshcore errors when it cannot tell."""
-        ...
-
-
-class EngineObserver(Protocol):
-    """Receives what the metrics count (services.send.metrics.SendMetrics)."""
-
-    def changed(self, before: OutboxEntry | None, after: OutboxEntry) -> None:
-        """A change was saved."""
-
-    def owned(self, shards: int, pending: int, paused: bool) -> None:
-        """Gauges after each scheduling pass."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.
 
 
 class SendMetrics:
-    """The metric set in one registry; implements ``engine.EngineObserver``."""
+    """The metric set in one registry; implements ``ports.EngineObserver``."""
 
     _instances: ClassVar[weakref.WeakKeyDictionary[CollectorRegistry, SendMetrics]] = (
         weakref.WeakKeyDictionary()

@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from msgstore.types import MessageError, MessageErrorKind, OutboxEntry, SendState
+from services.send.ports import PublishOutcome
 
 __all__ = [
     "PENDING",
-    "PublishOutcome",
     "RetryPolicy",
     "after_publish",
     "after_store_check",
@@ -59,19 +59,6 @@ class RetryPolicy:
     def delay_after(self, attempt: int) -> float:
         """Delay before the retry that follows failed attempt number ``attempt`` (1-based)."""
         return self.backoff_s * float(2 ** (attempt - 1))
-
-
-@dataclass(frozen=True, slots=True)
-class PublishOutcome:
-    """One attempt's publish through every edge peer, summed."""
-
-    envelope_hash: bytes
-    relayed_to: int
-    """Waku peers holding the envelope, over every edge peer; >= 1 means sent."""
-    rejected_fault: int = 0
-    """Set when every edge peer that answered refused the envelope (an EnvelopeFault number)."""
-    detail: str = ""
-    """Why the attempt failed (no peer, unreachable edge peers, refusal), for the record's error."""
 
 
 def _clip(text: str) -> str:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from msgstore.types import MessageErrorKind, OutboxEntry, SendPriority, SendState
 from services.send import schedule
-from services.send.schedule import PublishOutcome, RetryPolicy
+from services.send.ports import PublishOutcome
+from services.send.schedule import RetryPolicy
 from tests.unit.send.send_fixtures import T0, entry
 
 POLICY = RetryPolicy(retries=3, backoff_s=1.0, store_check_delay_s=0.5)
