@@ -78,7 +78,7 @@ class Mesh:
             "SEND_EDGE_ADDR": self.edge_address,
             "SEND_HISTORY_ADDR": self.history.address,
             "SEND_HEALTH_ADDR": f"127.0.0.1:{self.health.mesh.port}" if self.health else "",
-            "SEND_PUBLISH_TIMEOUT_SECONDS": "0.3",
+            "SEND_PUBLISH_TIMEOUT_SECONDS": "1",  # > one relay broadcast round (300 ms)
             "SEND_STORE_CHECK_DELAY_SECONDS": "0.3",
             "SEND_LEASE_TTL_SECONDS": "3",
             "SEND_ADOPT_INTERVAL_SECONDS": "0.2",
@@ -159,10 +159,13 @@ async def start_send(mesh: Mesh, db: Path, **extra: str) -> SendHandle:
 class Watch:
     """WatchSendStatuses from the start of the log, collected per request."""
 
-    def __init__(self, handle: SendHandle, after: bytes = b"") -> None:
-        self.call = handle.stub.WatchSendStatuses(send_pb2.WatchSendStatusesRequest(after_position=after))
+    def __init__(self, handle: SendHandle, after: bytes | None = b"") -> None:
+        request = send_pb2.WatchSendStatusesRequest()
+        if after is not None:  # None: live changes only
+            request.after_position = after
+        self.call = handle.stub.WatchSendStatuses(request)
         self.changes: list[send_pb2.SendStatus] = []
-        self.position = after
+        self.position = after or b""
         self._changed = asyncio.Event()
         self._task = asyncio.create_task(self._run())
 
