@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from msgstore.errors import LeaseLost, MsgStoreError, RequestIdConflict
-from msgstore.protocol import MsgStore
+from msgstore.protocol import MsgStore, OutboxStore
 from msgstore.sharding import shard_of
 from msgstore.types import HealthStatus, MessageErrorKind, OutboxEntry, SendState
 from services.send import schedule
@@ -62,7 +62,6 @@ class SendEngine:
         clock: Callable[[], float],
     ) -> None:
         self._store = store
-        self._outbox = store.outbox
         self._ownership = ownership
         self._publisher = publisher
         self._checker = checker
@@ -77,6 +76,7 @@ class SendEngine:
         self._finished: dict[str, float] = {}
         self._canceled: set[str] = set()
         self._locks: dict[str, asyncio.Lock] = {}
+        self._shard_locks: dict[int, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._loops: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
@@ -192,6 +192,8 @@ class SendEngine:
                 await self._tick(adopt=True)
             except MsgStoreError as err:
                 _log.warning("outbox ownership pass failed: %s", err)
+            except Exception:  # a bug must not end the loop: every held lease would lapse silently
+                _log.exception("outbox ownership pass failed")
 
     async def _tick(self, *, adopt: bool) -> None:
         gained, lost = await self._ownership.tick()
@@ -220,7 +222,11 @@ class SendEngine:
     async def _schedule_loop(self) -> None:
         while True:
             self._wake.clear()
-            wait = self._pass()
+            try:
+                wait = self._pass()
+            except Exception:  # a bug must not end the loop: nothing would be sent again
+                _log.exception("scheduling pass failed")
+                wait = 1.0
             self._observer.owned(len(self._ownership.held), len(self._entries), self._paused)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
@@ -319,8 +325,18 @@ class SendEngine:
 
     # ------------------------------------------------------------------------------------------ saving
 
+    @property
+    def _outbox(self) -> OutboxStore:
+        return self._store.outbox  # looked up per use: a Cassandra store has its parts only once open
+
     def _shard(self, request_id: str) -> int:
-        return shard_of(request_id, self._outbox.shards)
+        return shard_of(request_id, self._ownership.shards)
+
+    def _shard_lock(self, shard: int) -> asyncio.Lock:
+        lock = self._shard_locks.get(shard)
+        if lock is None:
+            lock = self._shard_locks[shard] = asyncio.Lock()
+        return lock
 
     def _lock(self, request_id: str) -> asyncio.Lock:
         lock = self._locks.get(request_id)
@@ -343,7 +359,11 @@ class SendEngine:
             raise _Discarded(rid)
         before = self._entries.get(rid)
         try:
-            saved = await self._outbox.save(entry, lease, now=self._clock())
+            # One save per shard at a time: the shard's change numbers are allocated by the writer from its
+            # last successful save (docs/messaging-store.md "Outbox"); on Cassandra two concurrent saves of
+            # one shard would take the same number and the later would overwrite the other's change.
+            async with self._shard_lock(shard):
+                saved = await self._outbox.save(entry, lease, now=self._clock())
         except LeaseLost:
             self._purge(shard)
             raise
@@ -377,6 +397,8 @@ async def _guarded(request_id: str, work: Coroutine[Any, Any, None]) -> None:
         _log.info("send request %s: shard lease lost: %s", request_id, err)
     except MsgStoreError as err:
         _log.warning("send request %s: store write failed (retried): %s", request_id, err)
+    except Exception:  # a bug: logged with its traceback, the request is tried again by a later pass
+        _log.exception("send request %s: unexpected error", request_id)
 
 
 def _without_timestamp(entry: OutboxEntry) -> OutboxEntry:

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 
 from msgstore.errors import StoreUnavailable
-from msgstore.protocol import LeaseStore
+from msgstore.protocol import MsgStore
 from msgstore.sharding import lease_name
 from msgstore.types import Lease
 
@@ -26,14 +26,20 @@ class ShardOwnership:
     """The leases of the outbox shards this replica holds."""
 
     def __init__(
-        self, leases: LeaseStore, shards: int, owner: str, ttl_s: float, clock: Callable[[], float]
+        self, store: MsgStore, shards: int, owner: str, ttl_s: float, clock: Callable[[], float]
     ) -> None:
-        self._leases = leases
+        # The store, not its lease part: a Cassandra store has its parts only once it is open.
+        self._store = store
         self._shards = shards
         self._owner = owner
         self._ttl = ttl_s
         self._clock = clock
         self._held: dict[int, Lease] = {}
+
+    @property
+    def shards(self) -> int:
+        """The outbox's shard count."""
+        return self._shards
 
     @property
     def owner(self) -> str:
@@ -64,14 +70,14 @@ class ShardOwnership:
                 if lease is not None:
                     if lease.expires_at - now > self._ttl * 2 / 3:
                         continue
-                    renewed = await self._leases.renew(lease, now)
+                    renewed = await self._store.leases.renew(lease, now)
                     if renewed is None:
                         lost.append(shard)
                         del self._held[shard]
                     else:
                         self._held[shard] = renewed
                     continue
-                taken = await self._leases.acquire(lease_name(shard), self._owner, self._ttl, now)
+                taken = await self._store.leases.acquire(lease_name(shard), self._owner, self._ttl, now)
             except StoreUnavailable as err:
                 # The next tick retries; a lease that expires meanwhile is lost by the next renew.
                 _log.warning("outbox lease %s: store unavailable: %s", lease_name(shard), err)
@@ -86,6 +92,6 @@ class ShardOwnership:
         held, self._held = list(self._held.values()), {}
         for lease in held:
             try:
-                await self._leases.release(lease)
+                await self._store.leases.release(lease)
             except StoreUnavailable as err:
                 _log.warning("releasing %s: %s (it expires on its own)", lease.name, err)

@@ -85,8 +85,8 @@ def connect(
         tracer_provider=tracer_provider,
     )
     ownership = ShardOwnership(
-        store.leases,
-        store.outbox.shards,
+        store,
+        cfg.store.outbox_shards,
         owner or f"{socket.gethostname()}/{uuid.uuid4().hex[:8]}",
         cfg.lease_ttl_s,
         clock,
@@ -122,9 +122,7 @@ def connect(
 
 def build(cfg: Config, deps: Deps) -> MeshServer:
     """A bound, not yet started server for mailmesh.send.v1.SendService; port 0 allowed."""
-    api = SendApi(
-        deps.engine, deps.store.outbox, rules_from(cfg), clock=deps.clock, watch_poll_s=cfg.watch_poll_s
-    )
+    api = SendApi(deps.engine, deps.store, rules_from(cfg), clock=deps.clock, watch_poll_s=cfg.watch_poll_s)
     mesh = build_server(
         cfg.runtime,
         [

@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from msgstore.errors import InvalidPosition
-from msgstore.protocol import OutboxStore
+from msgstore.protocol import MsgStore, OutboxStore
 from msgstore.sharding import ResumePosition
-from msgstore.types import OutboxChange, OutboxEntry, OutboxFilter
+from msgstore.types import OutboxChange, OutboxChanges, OutboxEntry, OutboxFilter
 from services.send.engine import SendEngine
 from services.send.errors import InvalidMessage, RequestNotFound
 from services.send.schedule import PENDING, order_key
@@ -22,6 +22,8 @@ from services.send.validation import SendInput, SendRules, prepare
 __all__ = ["SendApi", "WatchItem"]
 
 _PAGE = 500  # changes read per change-log page
+_GAP_CONFIRMATIONS = 5  # re-reads before a gap is believed (see SendApi._page)
+_GAP_RECHECK_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,17 +41,21 @@ class SendApi:
     def __init__(
         self,
         engine: SendEngine,
-        outbox: OutboxStore,
+        store: MsgStore,
         rules: SendRules,
         *,
         clock: Callable[[], float],
         watch_poll_s: float,
     ) -> None:
         self._engine = engine
-        self._outbox = outbox
+        self._store = store
         self._rules = rules
         self._clock = clock
         self._watch_poll_s = watch_poll_s
+
+    @property
+    def _outbox(self) -> OutboxStore:
+        return self._store.outbox  # looked up per call: a Cassandra store has its parts only once open
 
     async def send(self, inp: SendInput) -> tuple[OutboxEntry, bool]:
         """Validate, persist and schedule; (entry, created)."""
@@ -84,12 +90,10 @@ class SendApi:
         """Every change after ``after`` (None = from now on), then live ones; never ends by itself."""
         try:
             position = await self._head() if after is None else after
-            first = True
             while True:
-                page = await self._outbox.changes_after(position, _PAGE, now=self._clock())
-                if first and page.gaps:
+                page = await self._page(position)
+                if page.gaps:
                     yield WatchItem(position, gap_shards=page.gaps)
-                first = False
                 # Each change carries the position just after it, so a consumer that stops mid-page resumes
                 # at the next change rather than after the page.
                 at = ResumePosition.decode(position, self._outbox.shards)
@@ -103,6 +107,22 @@ class SendApi:
                     await asyncio.sleep(0)  # a long replay lets other calls in between pages
         except InvalidPosition as err:
             raise InvalidMessage(f"invalid position: {err}") from err
+
+    async def _page(self, position: bytes) -> OutboxChanges:
+        """The next page of changes, its gaps confirmed by reading again.
+
+        On Cassandra a reader can see a shard's new last sequence before the change row written in the same
+        logged batch (a batch is atomic, not isolated, across partitions), which looks like a gap; the row
+        is visible a moment later. A real gap (changes past their retention) persists, so a gap is reported
+        only when it is still there after a few short re-reads.
+        """
+        page = await self._outbox.changes_after(position, _PAGE, now=self._clock())
+        for _ in range(_GAP_CONFIRMATIONS):
+            if not page.gaps:
+                break
+            await asyncio.sleep(_GAP_RECHECK_S)
+            page = await self._outbox.changes_after(position, _PAGE, now=self._clock())
+        return page
 
     async def _head(self) -> bytes:
         """The position after every change written so far (read through the log's pages)."""

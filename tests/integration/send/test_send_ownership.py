@@ -36,14 +36,21 @@ async def test_a_restart_on_the_same_store_resumes_pending_requests(mesh: Mesh, 
 async def test_two_replicas_send_each_request_once_and_a_dead_ones_shards_are_taken_over(
     mesh: Mesh, tmp_path: Path
 ) -> None:
-    db = tmp_path / "msg.db"
-    a = await start_send(mesh, db)
-    b = await start_send(mesh, db)
+    await two_replicas_then_takeover(mesh, tmp_path / "msg.db")
+
+
+async def two_replicas_then_takeover(mesh: Mesh, db: Path, **env: str) -> None:
+    """Two replicas on one store: each request sent once whichever replica accepted it; the owner dies
+    holding its leases and the other takes its shards over within the lease TTL."""
+    a = await start_send(mesh, db, **env)
+    b = await start_send(mesh, db, **env)
     assert a.metric("waku_send_shards_owned") == 4 and b.metric("waku_send_shards_owned") == 0
     _, sink = await mesh.peer()
     watch = Watch(a)
     try:
         replies = [await (a if i % 2 else b).send(message=_message(i)) for i in range(6)]
+        for reply in replies:  # every replica reads every request
+            assert (await b.status(reply.request_id)).request_id == reply.request_id
         for reply in replies:
             await watch.until(reply.request_id, S.SEND_STATE_SUCCEEDED)
         received = await sink.wait_for(6)
