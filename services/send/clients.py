@@ -23,7 +23,7 @@ from mailmesh.health.v1 import health_pb2, health_pb2_grpc
 from mailmesh.history.v1 import history_pb2, history_pb2_grpc
 from meshcore import make_channel, remaining_timeout, translate_rpc_error
 from meshcore.protoconv import duration
-from msgstore.types import HealthStatus
+from msgstore.types import HealthStatus, OutboxEntry
 from services.send.ports import PublishOutcome
 
 __all__ = ["EdgePeers", "HealthFollower", "HistoryLookup"]
@@ -148,8 +148,9 @@ class HistoryLookup:
         self._stub = history_pb2_grpc.HistoryQueryServiceStub(self._channel)
         self._timeout_s = call_timeout_s
 
-    async def holds(self, envelope_hash: bytes) -> bool:
-        """True when the archive holds the envelope."""
+    async def holds(self, entry: OutboxEntry) -> bool:
+        """True when the archive holds the entry's envelope."""
+        envelope_hash = entry.envelope_hash
         try:
             reply = await self._stub.Lookup(
                 history_pb2.LookupRequest(envelope_hashes=[envelope_hash]),

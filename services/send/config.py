@@ -71,8 +71,8 @@ class Config(FromEnv):
         "SEND_STORE_CHECK_DELAY_SECONDS",
         parse_duration(0, 60),
         default="0.5",
-        doc="Seconds after a successful publish before the archive is asked whether it holds the envelope "
-        "(relay -> ingest -> archive takes a batch interval).",
+        doc="Seconds after a successful publish before the store (the archive, or MSGAPI_STORE_NODES) is "
+        "asked whether it holds the envelope (relay -> ingest -> archive takes a batch interval).",
     )
     publish_timeout_s: float = setting(
         "SEND_PUBLISH_TIMEOUT_SECONDS",

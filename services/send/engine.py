@@ -316,7 +316,7 @@ class SendEngine:
 
     async def _check_store(self, entry: OutboxEntry) -> None:
         try:
-            held = await self._checker.holds(entry.envelope_hash)
+            held = await self._checker.holds(entry)
         except Exception as err:  # any failure
             _log.warning("store check of %s failed: %s", entry.request_id, err)
             self._hold[entry.request_id] = self._clock() + _SAVE_RETRY_S

@@ -37,10 +37,11 @@ class Publisher(Protocol):
 
 
 class StoreChecker(Protocol):
-    """Whether the store holds an envelope (HistoryQueryService.Lookup)."""
+    """Whether the store holds a request's latest envelope: the mesh's archive (HistoryQueryService.Lookup)
+    or, with ``MSGAPI_STORE_NODES``, external mailservers (services.send.storenodes)."""
 
-    async def holds(self, envelope_hash: bytes) -> bool:
-        """True when the archive holds the envelope; raises meshcore errors when it cannot tell."""
+    async def holds(self, entry: OutboxEntry) -> bool:
+        """True when the store holds ``entry.envelope_hash``; raises meshcore errors when it cannot tell."""
         ...
 
 

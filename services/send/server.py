@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from opentelemetry import trace
@@ -30,6 +30,7 @@ from services.send.schedule import RetryPolicy
 from services.send.sealing import Sealer
 from services.send.service import SendApi
 from services.send.servicer import SERVICE_NAME, SendServicer
+from services.send.storenodes import StoreNodes
 from services.send.validation import SendRules
 
 __all__ = ["Deps", "build", "connect", "rules_from"]
@@ -43,6 +44,7 @@ class Deps:
     engine: SendEngine
     health: HealthFollower | None
     closers: tuple[Callable[[], object], ...] = ()
+    starters: tuple[Callable[[], Awaitable[None]], ...] = ()
     registry: CollectorRegistry = REGISTRY
     tracer_provider: trace.TracerProvider | None = field(default=None)
     clock: Callable[[], float] = time.time
@@ -84,6 +86,12 @@ def connect(
         registry=registry,
         tracer_provider=tracer_provider,
     )
+    # MESSAGING-API "Acknowledgements": configured storeNodes are the store; without, the mesh's archive.
+    store_nodes = (
+        StoreNodes(msg_nodes, timeout_s=cfg.call_timeout_s)
+        if (msg_nodes := cfg.messaging.store_nodes)
+        else None
+    )
     ownership = ShardOwnership(
         store,
         cfg.store.outbox_shards,
@@ -98,7 +106,7 @@ def connect(
         store,
         ownership,
         edges,
-        history,
+        store_nodes if store_nodes is not None else history,
         Sealer(max_pow=cfg.max_pow, work_time_s=cfg.seal_work_time_s),
         EngineSettings(
             policy=policy,
@@ -115,9 +123,13 @@ def connect(
         else None
     )
     closers: list[Callable[[], object]] = [edges.close, history.close]
+    starters: list[Callable[[], Awaitable[None]]] = []
+    if store_nodes is not None:
+        starters.append(store_nodes.start)
+        closers.append(store_nodes.close)
     if health is not None:
         closers.insert(0, health.close)
-    return Deps(store, engine, health, tuple(closers), registry, tracer_provider, clock)
+    return Deps(store, engine, health, tuple(closers), tuple(starters), registry, tracer_provider, clock)
 
 
 def build(cfg: Config, deps: Deps) -> MeshServer:
@@ -135,6 +147,8 @@ def build(cfg: Config, deps: Deps) -> MeshServer:
     )
 
     async def start() -> None:
+        for starter in deps.starters:
+            await starter()
         await deps.store.open()
         await deps.engine.first_tick()
         deps.engine.start()

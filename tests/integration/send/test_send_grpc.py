@@ -171,3 +171,22 @@ async def test_errors_have_the_spec_texts_and_send_is_idempotent(mesh: Mesh, tmp
         assert by_hash.status.request_id == rid
     finally:
         await send.stop()
+
+
+async def test_store_nodes_are_asked_over_the_mailserver_protocol(mesh: Mesh, tmp_path: Path) -> None:
+    """MSGAPI_STORE_NODES = the edge peer's enode: the check is a 0x7e request (topic + window) answered by
+    its mailserver from the archive; history-query's Lookup is unreachable here, so it did not answer."""
+    _, sink = await mesh.peer()
+    send = await start_send(
+        mesh, tmp_path / "msg.db", MSGAPI_STORE_NODES=mesh.edge.enode, SEND_HISTORY_ADDR="127.0.0.1:1"
+    )
+    watch = Watch(send)
+    try:
+        reply = await send.send(confirm_mode=send_pb2.CONFIRM_MODE_STORE)
+        done = await watch.until(reply.request_id, S.SEND_STATE_SUCCEEDED)
+        assert done.stored and done.progress.attempts == 1
+        assert S.SEND_STATE_AWAITING_STORE in watch.states(reply.request_id)
+        assert [e.hash for e in await sink.wait_for(1)] == [done.envelope_hash]
+    finally:
+        await watch.close()
+        await send.stop()
