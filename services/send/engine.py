@@ -35,6 +35,7 @@ __all__ = ["EngineSettings", "SendEngine"]
 _log = logging.getLogger(__name__)
 _SAVE_RETRY_S = 1.0  # after a failed store write, the request waits this long before it is tried again
 _FORGET_S = 60.0  # finished ids are remembered this long so a stale open-request read cannot revive them
+_PASS_INTERVAL_S = 0.005  # coalesces wake-ups (see _schedule_loop); delays an attempt's start by at most this
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,10 +129,16 @@ class SendEngine:
 
     # ------------------------------------------------------------------------------------------ requests
 
-    async def accept(self, entry: OutboxEntry, *, given_timestamp: bool) -> tuple[OutboxEntry, bool]:
-        """Persist a new request (durable before this returns) and schedule it if this replica owns it."""
+    async def accept(
+        self, entry: OutboxEntry, *, given_id: bool, given_timestamp: bool
+    ) -> tuple[OutboxEntry, bool]:
+        """Persist a new request (durable before this returns) and schedule it if this replica owns it.
+
+        A caller-supplied id may repeat an earlier Send whose timestamp was filled in with "now": that
+        repeat is recognised here, before ``add`` (which compares timestamps). A generated id is new.
+        """
         now = self._clock()
-        existing = await self._outbox.get(entry.request_id, now=now)
+        existing = await self._outbox.get(entry.request_id, now=now) if given_id else None
         if existing is not None:
             probe = entry if given_timestamp else _without_timestamp(entry)
             if not existing.repeats(probe):
@@ -230,6 +237,9 @@ class SendEngine:
             self._observer.owned(len(self._ownership.held), len(self._entries), self._paused)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
+            # A pass scans every owned open request; under load every accepted Send and every saved result
+            # wakes the loop, so wake-ups are coalesced: at most one pass per _PASS_INTERVAL_S.
+            await asyncio.sleep(_PASS_INTERVAL_S)
 
     def _pass(self) -> float:
         """Launch what is due, in order; returns the seconds until the next entry falls due."""

@@ -60,7 +60,9 @@ class SendApi:
     async def send(self, inp: SendInput) -> tuple[OutboxEntry, bool]:
         """Validate, persist and schedule; (entry, created)."""
         entry = prepare(inp, self._rules, self._clock())
-        return await self._engine.accept(entry, given_timestamp=bool(inp.message.timestamp))
+        return await self._engine.accept(
+            entry, given_id=bool(inp.request_id), given_timestamp=bool(inp.message.timestamp)
+        )
 
     async def status(self, *, request_id: str = "", message_hash: bytes = b"") -> OutboxEntry:
         """One request by id, or the latest with a message hash; RequestNotFound otherwise."""
