@@ -134,5 +134,15 @@ class Config(FromEnv):
     )
 
     def __post_init__(self) -> None:
+        problems = []
         if not self.edge_peer_addrs:
-            raise ValueError("SEND_EDGE_ADDR must list at least one edge peer")
+            problems.append("SEND_EDGE_ADDR must list at least one edge peer")
+        # A lease is renewed once a third of its TTL has passed, and msgstore refuses writes within the
+        # safety margin of its expiry: two thirds of the TTL must stay clear of the margin.
+        if self.lease_ttl_s < 3 * self.store.lease_margin_s:
+            problems.append(
+                "SEND_LEASE_TTL_SECONDS must be at least 3 x MSGSTORE_LEASE_SAFETY_MARGIN_SECONDS "
+                f"({self.lease_ttl_s:g} < 3 x {self.store.lease_margin_s:g})"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))

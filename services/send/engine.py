@@ -211,7 +211,12 @@ class SendEngine:
             lease = self._ownership.lease(shard)
             if lease is None:
                 continue
-            for entry in await self._outbox.open_requests(shard, lease, now=self._clock()):
+            try:
+                opened = await self._outbox.open_requests(shard, lease, now=self._clock())
+            except LeaseLost:
+                self._purge(shard)
+                continue
+            for entry in opened:
                 rid = entry.request_id
                 if rid not in self._entries and rid not in self._busy and rid not in self._finished:
                     self._entries[rid] = entry

@@ -28,5 +28,12 @@ def test_edge_mode_and_empty_edges_are_refused() -> None:
         Config.from_env({"SEND_EDGE_ADDR": ""})
 
 
+def test_the_lease_ttl_must_leave_room_for_the_safety_margin() -> None:
+    with pytest.raises(ConfigError, match="at least 3 x MSGSTORE_LEASE_SAFETY_MARGIN_SECONDS"):
+        Config.from_env({"SEND_LEASE_TTL_SECONDS": "5", "MSGSTORE_LEASE_SAFETY_MARGIN_SECONDS": "2"})
+    ok = Config.from_env({"SEND_LEASE_TTL_SECONDS": "6", "MSGSTORE_LEASE_SAFETY_MARGIN_SECONDS": "2"})
+    assert ok.lease_ttl_s == 6
+
+
 def test_the_readme_table_is_the_generated_one() -> None:
     assert describe_markdown(Config) in README.read_text()
