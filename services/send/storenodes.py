@@ -20,6 +20,7 @@ from devp2p.errors import DevP2PError
 from meshcore.errors import Unavailable
 from msgstore.types import OutboxEntry
 from services.send.sealing import envelope_fields
+from wakucodec.bloom import topic_to_bloom
 from wakucodec.historyrequest import Dialect, HistoryRequest
 from wakunode.client import WakuClient
 from wakunode.errors import WakuError
@@ -54,8 +55,14 @@ class StoreNodes:
         """True when a store node holds the entry's envelope; Unavailable when none could be asked."""
         expiry, ttl, topic, _ = envelope_fields(entry)
         sent = expiry - ttl
+        # The topic and its bloom: status-go v0.50.0's mailserver refuses a request whose bloom is empty
+        # ("bloom filter is empty"); later servers use the topics and ignore the bloom.
         request = HistoryRequest(
-            lower=max(0, sent - WINDOW_S), upper=sent + WINDOW_S, topics=(topic,), limit=_PAGE_LIMIT
+            lower=max(0, sent - WINDOW_S),
+            upper=sent + WINDOW_S,
+            bloom=topic_to_bloom(topic),
+            topics=(topic,),
+            limit=_PAGE_LIMIT,
         )
         failures = []
         for enode in self._enodes:
