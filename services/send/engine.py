@@ -16,8 +16,10 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
+
+from opentelemetry import trace
 
 from msgstore.errors import LeaseLost, MsgStoreError, RequestIdConflict
 from msgstore.protocol import MsgStore, OutboxStore
@@ -26,26 +28,17 @@ from msgstore.types import HealthStatus, MessageErrorKind, OutboxEntry, SendStat
 from services.send import schedule
 from services.send.errors import NotOwner, RequestIdTaken
 from services.send.ownership import ShardOwnership
-from services.send.ports import EngineObserver, Publisher, StoreChecker
-from services.send.schedule import RetryPolicy
+from services.send.ports import EngineObserver, EngineSettings, Publisher, StoreChecker
 from services.send.sealing import Sealer
+from services.send.validation import without_timestamp
 
-__all__ = ["EngineSettings", "SendEngine"]
+__all__ = ["SendEngine"]
 
 _log = logging.getLogger(__name__)
+_tracer = trace.get_tracer(__name__)
 _SAVE_RETRY_S = 1.0  # after a failed store write, the request waits this long before it is tried again
 _FORGET_S = 60.0  # finished ids are remembered this long so a stale open-request read cannot revive them
 _PASS_INTERVAL_S = 0.005  # coalesces wake-ups (see _schedule_loop); delays an attempt's start by at most this
-
-
-@dataclass(frozen=True, slots=True)
-class EngineSettings:
-    """How the engine runs."""
-
-    policy: RetryPolicy
-    max_in_flight: int = 64
-    lease_ttl_s: float = 10.0
-    adopt_interval_s: float = 1.0
 
 
 class SendEngine:
@@ -106,11 +99,6 @@ class SendEngine:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._ownership.release_all()
 
-    @property
-    def paused(self) -> bool:
-        """Whether attempts are halted (the node is Unhealthy)."""
-        return self._paused
-
     def set_health(self, status: HealthStatus) -> None:
         """Follow the node's health: Unhealthy halts attempts, MinimallyHealthy/Healthy resume them."""
         if status is HealthStatus.UNSPECIFIED:
@@ -140,7 +128,7 @@ class SendEngine:
         now = self._clock()
         existing = await self._outbox.get(entry.request_id, now=now) if given_id else None
         if existing is not None:
-            probe = entry if given_timestamp else _without_timestamp(entry)
+            probe = entry if given_timestamp else without_timestamp(entry)
             if not existing.repeats(probe):
                 raise RequestIdTaken(entry.request_id)
             return existing, False
@@ -171,7 +159,7 @@ class SendEngine:
         cancel: bool,
     ) -> tuple[bool, SendState]:
         shard = self._shard(request_id)
-        async with self._lock(request_id):
+        async with self._locks.setdefault(request_id, asyncio.Lock()):
             entry = self._entries.get(request_id) or await self._outbox.get(request_id, now=self._clock())
             if entry is None:
                 return False, SendState.UNSPECIFIED
@@ -315,19 +303,25 @@ class SendEngine:
             await self._check_store(entry)
             return
         started = await self._save(schedule.start_attempt(entry, self._clock()))
-        try:
-            envelope = await self._sealer.seal(started, await self._publisher.pow_target())
-        except Exception as err:  # any failure
-            await self._save(
-                schedule.fail(
-                    started, MessageErrorKind.INTERNAL, f"sealing failed: {err}", self._clock(), self._policy
+        attrs: dict[str, str | int] = {
+            "mailmesh.request_id": started.request_id,
+            "mailmesh.attempt": started.progress.attempts,
+        }
+        # One span per attempt: its Publish, ListPeers and NodeInfo client spans are the children.
+        with _tracer.start_as_current_span("send attempt", attributes=attrs) as span:
+            try:
+                envelope = await self._sealer.seal(started, await self._publisher.pow_target())
+            except Exception as err:  # PoW not reached, edge peers unreadable: this attempt failed
+                detail = f"sealing failed: {err}"
+                await self._save(
+                    schedule.fail(started, MessageErrorKind.INTERNAL, detail, self._clock(), self._policy)
                 )
+                return
+            outcome = await self._publisher.publish(
+                envelope.raw, envelope.hash, ephemeral=bool(started.message.ephemeral)
             )
-            return
-        outcome = await self._publisher.publish(
-            envelope.raw, envelope.hash, ephemeral=bool(started.message.ephemeral)
-        )
-        await self._save(schedule.after_publish(started, outcome, self._clock(), self._policy))
+            span.set_attribute("mailmesh.relayed_to", outcome.relayed_to)
+            await self._save(schedule.after_publish(started, outcome, self._clock(), self._policy))
 
     async def _check_store(self, entry: OutboxEntry) -> None:
         try:
@@ -347,20 +341,8 @@ class SendEngine:
     def _shard(self, request_id: str) -> int:
         return shard_of(request_id, self._ownership.shards)
 
-    def _shard_lock(self, shard: int) -> asyncio.Lock:
-        lock = self._shard_locks.get(shard)
-        if lock is None:
-            lock = self._shard_locks[shard] = asyncio.Lock()
-        return lock
-
-    def _lock(self, request_id: str) -> asyncio.Lock:
-        lock = self._locks.get(request_id)
-        if lock is None:
-            lock = self._locks[request_id] = asyncio.Lock()
-        return lock
-
     async def _save(self, entry: OutboxEntry) -> OutboxEntry:
-        async with self._lock(entry.request_id):
+        async with self._locks.setdefault(entry.request_id, asyncio.Lock()):
             if entry.request_id in self._canceled:
                 raise _Discarded(entry.request_id)
             return await self._save_locked(entry)
@@ -377,7 +359,7 @@ class SendEngine:
             # One save per shard at a time: the shard's change numbers are allocated by the writer from its
             # last successful save (docs/messaging-store.md "Outbox"); on Cassandra two concurrent saves of
             # one shard would take the same number and the later would overwrite the other's change.
-            async with self._shard_lock(shard):
+            async with self._shard_locks.setdefault(shard, asyncio.Lock()):
                 saved = await self._outbox.save(entry, lease, now=self._clock())
         except LeaseLost:
             self._purge(shard)
@@ -414,7 +396,3 @@ async def _guarded(request_id: str, work: Coroutine[Any, Any, None]) -> None:
         _log.warning("send request %s: store write failed (retried): %s", request_id, err)
     except Exception:  # a bug: logged with its traceback, the request is tried again by a later pass
         _log.exception("send request %s: unexpected error", request_id)
-
-
-def _without_timestamp(entry: OutboxEntry) -> OutboxEntry:
-    return replace(entry, message=replace(entry.message, timestamp=None))

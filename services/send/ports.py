@@ -4,11 +4,14 @@ implement (tests may pass fakes)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from msgstore.types import OutboxEntry
 
-__all__ = ["EngineObserver", "PublishOutcome", "Publisher", "StoreChecker"]
+if TYPE_CHECKING:  # schedule imports PublishOutcome from here
+    from services.send.schedule import RetryPolicy
+
+__all__ = ["EngineObserver", "EngineSettings", "PublishOutcome", "Publisher", "StoreChecker"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,3 +56,17 @@ class EngineObserver(Protocol):
 
     def owned(self, shards: int, pending: int, paused: bool) -> None:
         """Gauges after each scheduling pass."""
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    """How the engine runs (SEND_* variables)."""
+
+    policy: RetryPolicy
+    """Attempts, backoff and the store-check delay."""
+    max_in_flight: int = 64
+    """Attempts running at once at most."""
+    lease_ttl_s: float = 10.0
+    """Outbox shard lease lifetime."""
+    adopt_interval_s: float = 1.0
+    """Seconds between reads of the owned shards' open requests."""

@@ -23,9 +23,10 @@ from msgstore.factory import create_store
 from msgstore.protocol import MsgStore
 from services.send.clients import EdgePeers, HealthFollower, HistoryLookup
 from services.send.config import Config
-from services.send.engine import EngineSettings, SendEngine
+from services.send.engine import SendEngine
 from services.send.metrics import SendMetrics
 from services.send.ownership import ShardOwnership
+from services.send.ports import EngineSettings
 from services.send.schedule import RetryPolicy
 from services.send.sealing import Sealer
 from services.send.service import SendApi

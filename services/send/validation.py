@@ -28,7 +28,15 @@ from wakucodec.contenttopic import ContentTopic
 from wakucodec.errors import CodecError, InvalidTopic
 from wakucodec.wakumessage import WakuMessage, message_hash
 
-__all__ = ["MAX_META", "MIN_TTL", "SendInput", "SendRules", "prepare", "store_confirmation_applies"]
+__all__ = [
+    "MAX_META",
+    "MIN_TTL",
+    "SendInput",
+    "SendRules",
+    "prepare",
+    "store_confirmation_applies",
+    "without_timestamp",
+]
 
 NS_PER_S = 1_000_000_000
 MAX_META = 64  # 14/WAKU2-MESSAGE: meta is at most 64 bytes
@@ -177,3 +185,9 @@ def prepare(inp: SendInput, rules: SendRules, now: float) -> OutboxEntry:
         sending=True,
         updated_at=now,
     )
+
+
+def without_timestamp(entry: OutboxEntry) -> OutboxEntry:
+    """``entry`` as a Send that left the timestamp absent: what a repeat of such a Send is compared as
+    (``OutboxEntry.repeats``: an absent timestamp matches the one filled in with "now")."""
+    return replace(entry, message=replace(entry.message, timestamp=None))

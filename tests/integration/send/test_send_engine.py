@@ -15,10 +15,10 @@ from msgstore.config import StoreConfig
 from msgstore.factory import open_store
 from msgstore.protocol import MsgStore
 from msgstore.types import Message, OutboxEntry, SendState
-from services.send.engine import EngineSettings, SendEngine
+from services.send.engine import SendEngine
 from services.send.metrics import SendMetrics
 from services.send.ownership import ShardOwnership
-from services.send.ports import PublishOutcome
+from services.send.ports import EngineSettings, PublishOutcome
 from services.send.schedule import RetryPolicy
 from services.send.sealing import Sealer, envelope_fields
 from services.send.validation import SendInput, prepare
@@ -42,12 +42,9 @@ class Script:
     def __init__(self) -> None:
         self.failing: set[bytes] = set()
         self.published: list[bytes] = []
-        self.calls = asyncio.Event()
 
     async def publish(self, raw: bytes, envelope_hash: bytes, *, ephemeral: bool) -> PublishOutcome:
         self.published.append(envelope_hash)
-        self.calls.set()
-        self.calls = asyncio.Event()
         relayed = 0 if envelope_hash in self.failing else 1
         return PublishOutcome(envelope_hash, relayed, detail="" if relayed else "no peer")
 
