@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import grpc
+import pytest
+
 from mailmesh.common.v1 import common_pb2
+from mailmesh.send.v1 import send_pb2
 from tests.integration.send.send_support import TOPIC, Mesh, S, Watch, start_send
 
 
@@ -70,3 +74,23 @@ async def two_replicas_then_takeover(mesh: Mesh, db: Path, **env: str) -> None:
 
 def _message(i: int) -> common_pb2.WakuMessage:
     return common_pb2.WakuMessage(payload=f"m{i}".encode(), content_topic=TOPIC)
+
+
+async def test_cancel_must_reach_the_owner_of_the_requests_shard(mesh: Mesh, tmp_path: Path) -> None:
+    db = tmp_path / "msg.db"
+    owner = await start_send(mesh, db, SEND_BACKOFF_SECONDS="60")
+    other = await start_send(mesh, db, SEND_BACKOFF_SECONDS="60")
+    watch = Watch(owner)
+    try:
+        reply = await other.send()  # any replica accepts; the owner sends (no peer: it waits to retry)
+        await watch.until(reply.request_id, S.SEND_STATE_RETRY_WAIT)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await other.stub.Cancel(send_pb2.CancelRequest(request_id=reply.request_id), timeout=10)
+        assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+        assert "owned by another send replica" in (err.value.details() or "")
+        out = await owner.stub.Cancel(send_pb2.CancelRequest(request_id=reply.request_id), timeout=10)
+        assert out.canceled and out.state == S.SEND_STATE_CANCELED
+    finally:
+        await watch.close()
+        await other.stop()
+        await owner.stop()
