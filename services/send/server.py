@@ -157,6 +157,7 @@ def build(cfg: Config, deps: Deps) -> MeshServer:
             deps.health.start()
 
     mesh.add_start_hook(start)
+    mesh.add_shutdown_hook(api.close)
     mesh.add_shutdown_hook(deps.engine.stop)
     for closer in deps.closers:
         mesh.add_shutdown_hook(closer, after_drain=True)  # type: ignore[arg-type]

@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
+from meshcore.errors import Unavailable
 from msgstore.errors import InvalidPosition
 from msgstore.protocol import MsgStore, OutboxStore
 from msgstore.sharding import ResumePosition
@@ -52,6 +53,7 @@ class SendApi:
         self._rules = rules
         self._clock = clock
         self._watch_poll_s = watch_poll_s
+        self._closed = False
 
     @property
     def _outbox(self) -> OutboxStore:
@@ -93,6 +95,8 @@ class SendApi:
         try:
             position = await self._head() if after is None else after
             while True:
+                if self._closed:
+                    raise Unavailable("the send service is shutting down; resume from the last position")
                 page = await self._page(position)
                 if page.gaps:
                     yield WatchItem(position, gap_shards=page.gaps)
@@ -109,6 +113,11 @@ class SendApi:
                     await asyncio.sleep(0)  # a long replay lets other calls in between pages
         except InvalidPosition as err:
             raise InvalidMessage(f"invalid position: {err}") from err
+
+    async def close(self) -> None:
+        """End every watch (UNAVAILABLE) within one poll interval: a watch never ends by itself and would
+        otherwise hold the server for its whole shutdown grace."""
+        self._closed = True
 
     async def _page(self, position: bytes) -> OutboxChanges:
         """The next page of changes, its gaps confirmed by reading again.

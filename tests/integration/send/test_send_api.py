@@ -7,6 +7,9 @@ import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import grpc
+import pytest
+
 from mailmesh.common.v1 import common_pb2
 from mailmesh.send.v1 import send_pb2
 from msgstore.types import Message, OutboxEntry, SendPriority, SendProgress, SendState
@@ -197,3 +200,21 @@ def _entry_of(status: send_pb2.SendStatus) -> OutboxEntry:
         progress,
         envelope_hash=status.envelope_hash,
     )
+
+
+async def test_shutdown_ends_open_watches_with_unavailable(mesh: Mesh, tmp_path: Path) -> None:
+    send = await start_send(mesh, tmp_path / "msg.db")
+    call = send.stub.WatchSendStatuses(send_pb2.WatchSendStatusesRequest(after_position=b""))
+    reply = await send.send()
+    first = await anext(aiter(call))  # the stream is open and delivering
+    assert first.status.request_id == reply.request_id
+    stopping = asyncio.create_task(send.mesh.stop(grace=30.0))
+    try:
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            async for _ in call:
+                pass
+        assert err.value.code() is grpc.StatusCode.UNAVAILABLE
+        assert "shutting down; resume from the last position" in (err.value.details() or "")
+    finally:
+        await stopping
+        await send.channel.close()
