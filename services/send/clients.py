@@ -193,15 +193,19 @@ class HealthFollower:
         self._task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
+        reported = False  # one log line per outage, not one per retry
         while True:
             try:
                 call = self._stub.WatchHealth(
                     health_pb2.WatchHealthRequest(mode=health_pb2.WATCH_MODE_STATUS), timeout=None
                 )
                 async for reply in call:
+                    reported = False
                     self._on_status(HealthStatus(reply.report.status))
             except grpc.aio.AioRpcError as err:
-                _log.info("health watch ended (%s); reconnecting", err.code().name)
+                if not reported:
+                    _log.info("health watch ended (%s); reconnecting, last status stands", err.code().name)
+                    reported = True
             await asyncio.sleep(self._retry_s)
 
     async def close(self) -> None:
