@@ -86,7 +86,7 @@ class SendEngine:
 
     async def first_tick(self) -> None:
         """Take the free shards once and load their open requests (start-up, before serving)."""
-        await self._tick(adopt=True)
+        await self._tick()
 
     async def stop(self) -> None:
         """Stop the loops, let running attempts finish their saves, release the shards."""
@@ -184,18 +184,18 @@ class SendEngine:
         while True:
             await asyncio.sleep(interval)
             try:
-                await self._tick(adopt=True)
+                await self._tick()
             except MsgStoreError as err:
                 _log.warning("outbox ownership pass failed: %s", err)
             except Exception:  # a bug must not end the loop: every held lease would lapse silently
                 _log.exception("outbox ownership pass failed")
 
-    async def _tick(self, *, adopt: bool) -> None:
-        gained, lost = await self._ownership.tick()
+    async def _tick(self) -> None:
+        """Renew and take leases, then read every held shard's open requests and adopt the unknown ones."""
+        _gained, lost = await self._ownership.tick()  # gained shards are among the held ones read below
         for shard in lost:
             self._purge(shard)
-        shards = self._ownership.held if adopt else tuple(gained)
-        for shard in shards:
+        for shard in self._ownership.held:
             lease = self._ownership.lease(shard)
             if lease is None:
                 continue
