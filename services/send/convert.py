@@ -18,7 +18,7 @@ from msgstore.types import (
 from services.send.errors import InvalidMessage
 from services.send.validation import SendInput
 
-__all__ = ["filter_from", "input_from", "message_to", "state_to", "status_to"]
+__all__ = ["filter_from", "input_from", "message_to", "state_to", "status_to", "watch_start"]
 
 _MAX_IDS = 1000  # send.proto ListSendStatusesRequest.request_ids: at most 1000
 
@@ -146,3 +146,17 @@ def filter_from(request: send_pb2.ListSendStatusesRequest) -> OutboxFilter:
         content_topic=request.content_topic,
         states=states,
     )
+
+
+def watch_start(request: send_pb2.WatchSendStatusesRequest) -> tuple[bytes | None, bool]:
+    """(resume position, whether the deprecated ``after_sequence`` asked): None = live changes only."""
+    if request.HasField("after_position"):
+        return request.after_position, False
+    if request.HasField("after_sequence"):
+        if request.after_sequence:
+            raise InvalidMessage(
+                "after_sequence can only be 0 (replay everything retained); resume with after_position, "
+                "the position of the last message received"
+            )
+        return b"", True
+    return None, False

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from mailmesh.send.v1 import send_pb2, send_pb2_grpc
-from services.send.convert import filter_from, input_from, state_to, status_to
+from services.send.convert import filter_from, input_from, state_to, status_to, watch_start
 from services.send.engine import SendEngine
 from services.send.service import SendApi
 
@@ -76,8 +76,10 @@ class SendServicer(send_pb2_grpc.SendServiceServicer):
         self, request: send_pb2.WatchSendStatusesRequest, context: Any
     ) -> AsyncIterator[send_pb2.WatchSendStatusesResponse]:
         """Every change, resumable by position."""
-        after = request.after_position if request.HasField("after_position") else None
+        after, legacy = watch_start(request)
         async for item in self._api.watch(after):
+            if legacy and item.change is None:
+                continue  # a follower of the deprecated after_sequence expects a status in every message
             reply = send_pb2.WatchSendStatusesResponse(position=item.position, gap_shards=item.gap_shards)
             if item.change is not None:
                 reply.status.CopyFrom(status_to(item.change.entry))
