@@ -21,6 +21,7 @@ pytest.register_assert_rewrite(
     "tests.integration.health.health_support",
     "tests.integration.history.history_support",
     "tests.integration.ingest.ingest_support",
+    "tests.integration.send.send_support",
     "tests.integration.subscription.subscription_support",
 )
 

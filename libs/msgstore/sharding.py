@@ -5,7 +5,7 @@ SHA-256(request id) modulo the shard count. It must be the same in every process
 cryptographic hash, never Python's per-process ``hash()``. A send replica owns whole shards (lease
 ``outbox/<shard>``) and numbers each shard's changes itself, so a position in the service-wide change
 stream is a vector of per-shard sequences; :class:`ResumePosition` gives it a versioned byte form that
-clients treat as opaque (it replaces ``WatchSendStatusesRequest.after_sequence``).
+clients treat as opaque (``WatchSendStatusesRequest.after_position`` in send.proto).
 """
 
 from __future__ import annotations

@@ -1,0 +1,162 @@
+"""Proto ⇄ domain values of the send service (the enums share their numbers with msgstore.types)."""
+
+from __future__ import annotations
+
+from mailmesh.common.v1 import common_pb2
+from mailmesh.send.v1 import send_pb2
+from meshcore.protoconv import timestamp
+from msgstore.types import (
+    ConfirmMode,
+    Message,
+    MessageError,
+    OutboxEntry,
+    OutboxFilter,
+    SendPriority,
+    SendProgress,
+    SendState,
+)
+from services.send.errors import InvalidMessage
+from services.send.validation import SendInput
+
+__all__ = ["filter_from", "input_from", "message_to", "state_to", "status_to", "watch_start"]
+
+_MAX_IDS = 1000  # send.proto ListSendStatusesRequest.request_ids: at most 1000
+
+
+def _enum(cls: type[SendPriority] | type[ConfirmMode], value: int, what: str) -> int:
+    try:
+        return int(cls(value))
+    except ValueError as err:
+        raise InvalidMessage(f"unknown {what} {value}") from err
+
+
+def input_from(request: send_pb2.SendRequest) -> SendInput:
+    """The domain input of a Send call; the message is required."""
+    if not request.HasField("message"):
+        raise InvalidMessage("message is required")
+    m = request.message
+    message = Message(
+        payload=m.payload,
+        content_topic=m.content_topic,
+        version=m.version if m.HasField("version") else None,
+        timestamp=m.timestamp if m.HasField("timestamp") else None,
+        meta=m.meta if m.HasField("meta") else None,
+        rate_limit_proof=m.rate_limit_proof if m.HasField("rate_limit_proof") else None,
+        ephemeral=m.ephemeral if m.HasField("ephemeral") else None,
+    )
+    ttl = request.ttl.seconds + request.ttl.nanos / 1e9 if request.HasField("ttl") else 0.0
+    return SendInput(
+        request_id=request.request_id,
+        pubsub_topic=request.pubsub_topic,
+        message=message,
+        priority=SendPriority(_enum(SendPriority, request.priority, "priority")),
+        confirm_mode=ConfirmMode(_enum(ConfirmMode, request.confirm_mode, "confirm_mode")),
+        monitor_content_topic=request.monitor_content_topic,
+        ttl_s=ttl,
+    )
+
+
+def message_to(m: Message) -> common_pb2.WakuMessage:
+    """A domain message as a WakuMessage (absent optional fields stay absent)."""
+    out = common_pb2.WakuMessage(payload=m.payload, content_topic=m.content_topic)
+    if m.version is not None:
+        out.version = m.version
+    if m.timestamp is not None:
+        out.timestamp = m.timestamp
+    if m.meta is not None:
+        out.meta = m.meta
+    if m.rate_limit_proof is not None:
+        out.rate_limit_proof = m.rate_limit_proof
+    if m.ephemeral is not None:
+        out.ephemeral = m.ephemeral
+    return out
+
+
+def state_to(state: SendState) -> common_pb2.SendState.ValueType:
+    """A SendState as its proto number."""
+    return common_pb2.SendState.ValueType(int(state))
+
+
+def _error_to(e: MessageError) -> common_pb2.MessageError:
+    return common_pb2.MessageError(
+        kind=common_pb2.MessageErrorKind.ValueType(int(e.kind)),
+        detail=e.detail,
+        envelope_fault=common_pb2.EnvelopeFault.ValueType(e.envelope_fault),
+        attempt=e.attempt,
+        occurred_at=timestamp(e.occurred_at),
+    )
+
+
+def _progress_to(p: SendProgress) -> common_pb2.SendProgress:
+    out = common_pb2.SendProgress(
+        state=state_to(p.state),
+        priority=common_pb2.SendPriority.ValueType(int(p.priority)),
+        attempts=p.attempts,
+        max_attempts=p.max_attempts,
+        relayed_peers=p.relayed_peers,
+        store_confirmation=p.store_confirmation,
+        scheduled_at=timestamp(p.scheduled_at),
+    )
+    if p.last_attempt_at is not None:
+        out.last_attempt_at.CopyFrom(timestamp(p.last_attempt_at))
+    if p.next_attempt_at is not None:
+        out.next_attempt_at.CopyFrom(timestamp(p.next_attempt_at))
+    if p.finished_at is not None:
+        out.finished_at.CopyFrom(timestamp(p.finished_at))
+    return out
+
+
+def status_to(e: OutboxEntry) -> send_pb2.SendStatus:
+    """An outbox entry as the SendStatus the API shows."""
+    out = send_pb2.SendStatus(
+        request_id=e.request_id,
+        message_hash=e.message_hash,
+        pubsub_topic=e.pubsub_topic,
+        message=message_to(e.message),
+        sending=e.sending,
+        sent=e.sent,
+        stored=e.stored,
+        progress=_progress_to(e.progress),
+        envelope_hash=e.envelope_hash,
+        sequence=e.sequence,
+        updated_at=timestamp(e.updated_at),
+    )
+    if e.error is not None:
+        out.error.CopyFrom(_error_to(e.error))
+    if e.sent_at is not None:
+        out.sent_at.CopyFrom(timestamp(e.sent_at))
+    if e.stored_at is not None:
+        out.stored_at.CopyFrom(timestamp(e.stored_at))
+    return out
+
+
+def filter_from(request: send_pb2.ListSendStatusesRequest) -> OutboxFilter:
+    """The outbox filter of a listing request."""
+    if len(request.request_ids) > _MAX_IDS:
+        raise InvalidMessage(f"at most {_MAX_IDS} request ids per listing")
+    if request.message_hash and len(request.message_hash) != 32:
+        raise InvalidMessage("message_hash must be 32 bytes")
+    try:
+        states = tuple(SendState(s) for s in request.states)
+    except ValueError as err:
+        raise InvalidMessage(f"unknown state: {err}") from err
+    return OutboxFilter(
+        request_ids=tuple(request.request_ids),
+        message_hash=request.message_hash,
+        content_topic=request.content_topic,
+        states=states,
+    )
+
+
+def watch_start(request: send_pb2.WatchSendStatusesRequest) -> tuple[bytes | None, bool]:
+    """(resume position, whether the deprecated ``after_sequence`` asked): None = live changes only."""
+    if request.HasField("after_position"):
+        return request.after_position, False
+    if request.HasField("after_sequence"):
+        if request.after_sequence:
+            raise InvalidMessage(
+                "after_sequence can only be 0 (replay everything retained); resume with after_position, "
+                "the position of the last message received"
+            )
+        return b"", True
+    return None, False

@@ -1,0 +1,145 @@
+"""The Send API's operations over the engine and the outbox (no gRPC, no generated protos).
+
+Send accepts and persists before it answers, with no network I/O (MESSAGING-API "send": the RequestID is
+returned at once); queries read the outbox, so every replica answers them for every request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from meshcore.errors import Unavailable
+from msgstore.errors import InvalidPosition
+from msgstore.protocol import MsgStore, OutboxStore
+from msgstore.sharding import ResumePosition
+from msgstore.types import OutboxChange, OutboxChanges, OutboxEntry, OutboxFilter
+from services.send.engine import SendEngine
+from services.send.errors import InvalidMessage, RequestNotFound
+from services.send.schedule import PENDING, order_key
+from services.send.validation import SendInput, SendRules, prepare
+
+__all__ = ["SendApi", "WatchItem"]
+
+_PAGE = 500  # changes read per change-log page
+_GAP_CONFIRMATIONS = 5  # re-reads before a gap is believed (see SendApi._page)
+_GAP_RECHECK_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class WatchItem:
+    """One message of a watch: a change, or the shards whose changes were missed."""
+
+    position: bytes
+    change: OutboxChange | None = None
+    gap_shards: tuple[int, ...] = ()
+
+
+class SendApi:
+    """What SendService does, in domain terms."""
+
+    def __init__(
+        self,
+        engine: SendEngine,
+        store: MsgStore,
+        rules: SendRules,
+        *,
+        clock: Callable[[], float],
+        watch_poll_s: float,
+    ) -> None:
+        self._engine = engine
+        self._store = store
+        self._rules = rules
+        self._clock = clock
+        self._watch_poll_s = watch_poll_s
+        self._closed = False
+
+    @property
+    def _outbox(self) -> OutboxStore:
+        return self._store.outbox  # looked up per call: a Cassandra store has its parts only once open
+
+    async def send(self, inp: SendInput) -> tuple[OutboxEntry, bool]:
+        """Validate, persist and schedule; (entry, created)."""
+        entry = prepare(inp, self._rules, self._clock())
+        return await self._engine.accept(
+            entry, given_id=bool(inp.request_id), given_timestamp=bool(inp.message.timestamp)
+        )
+
+    async def status(self, *, request_id: str = "", message_hash: bytes = b"") -> OutboxEntry:
+        """One request by id, or the latest with a message hash; RequestNotFound otherwise."""
+        now = self._clock()
+        if request_id:
+            found = await self._outbox.get(request_id, now=now)
+            if found is None:
+                raise RequestNotFound.by_id(request_id)
+            return found
+        if len(message_hash) != 32:
+            raise InvalidMessage("give a request_id or a 32-byte message_hash")
+        latest = await self._outbox.latest_for_hash(message_hash, now=now)
+        if latest is None:
+            raise RequestNotFound.by_hash(message_hash)
+        return latest
+
+    async def pending(self) -> list[str]:
+        """Ids of unfinished requests, in the order they will be served (priority, fresh, retries newest)."""
+        entries = await self._outbox.list(OutboxFilter(states=tuple(PENDING)), None, None, now=self._clock())
+        return [e.request_id for e in sorted(entries, key=order_key)]
+
+    async def list(self, flt: OutboxFilter, skip: int | None, take: int | None) -> list[OutboxEntry]:
+        """Matching requests by (scheduled_at, request id), MESSAGING-API skip/take."""
+        return await self._outbox.list(flt, skip, take, now=self._clock())
+
+    async def watch(self, after: bytes | None) -> AsyncIterator[WatchItem]:
+        """Every change after ``after`` (None = from now on), then live ones; never ends by itself."""
+        try:
+            position = await self._head() if after is None else after
+            while True:
+                if self._closed:
+                    raise Unavailable("the send service is shutting down; resume from the last position")
+                page = await self._page(position)
+                if page.gaps:
+                    yield WatchItem(position, gap_shards=page.gaps)
+                # Each change carries the position just after it, so a consumer that stops mid-page resumes
+                # at the next change rather than after the page.
+                at = ResumePosition.decode(position, self._outbox.shards)
+                for change in page.changes:
+                    at = at.advanced(change.shard, change.sequence)
+                    yield WatchItem(at.encode(), change=change)
+                position = page.position
+                if len(page.changes) < _PAGE:
+                    await self._engine.wait_change(self._watch_poll_s)
+                else:
+                    await asyncio.sleep(0)  # a long replay lets other calls in between pages
+        except InvalidPosition as err:
+            raise InvalidMessage(f"invalid position: {err}") from err
+
+    async def close(self) -> None:
+        """End every watch (UNAVAILABLE) within one poll interval: a watch never ends by itself and would
+        otherwise hold the server for its whole shutdown grace."""
+        self._closed = True
+
+    async def _page(self, position: bytes) -> OutboxChanges:
+        """The next page of changes, its gaps confirmed by reading again.
+
+        On Cassandra a reader can see a shard's new last sequence before the change row written in the same
+        logged batch (a batch is atomic, not isolated, across partitions), which looks like a gap; the row
+        is visible a moment later. A real gap (changes past their retention) persists, so a gap is reported
+        only when it is still there after a few short re-reads.
+        """
+        page = await self._outbox.changes_after(position, _PAGE, now=self._clock())
+        for _ in range(_GAP_CONFIRMATIONS):
+            if not page.gaps:
+                break
+            await asyncio.sleep(_GAP_RECHECK_S)
+            page = await self._outbox.changes_after(position, _PAGE, now=self._clock())
+        return page
+
+    async def _head(self) -> bytes:
+        """The position after every change written so far (read through the log's pages)."""
+        position = b""
+        while True:
+            page = await self._outbox.changes_after(position, _PAGE, now=self._clock())
+            position = page.position
+            if len(page.changes) < _PAGE:
+                return position

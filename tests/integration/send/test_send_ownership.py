@@ -1,0 +1,96 @@
+"""Pending sends survive a restart, and two replicas on one store behave as one (outbox shard leases)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+import pytest
+
+from mailmesh.common.v1 import common_pb2
+from mailmesh.send.v1 import send_pb2
+from tests.integration.send.send_support import TOPIC, Mesh, S, Watch, start_send
+
+
+async def test_a_restart_on_the_same_store_resumes_pending_requests(mesh: Mesh, tmp_path: Path) -> None:
+    db = tmp_path / "msg.db"
+    first = await start_send(mesh, db, SEND_BACKOFF_SECONDS="2")
+    watch = Watch(first)
+    reply = await first.send()
+    waiting = await watch.until(reply.request_id, S.SEND_STATE_RETRY_WAIT)
+    await watch.close()
+    await first.stop()
+    _, sink = await mesh.peer()
+    second = await start_send(mesh, db, SEND_BACKOFF_SECONDS="2")
+    watch = Watch(second, after=b"")  # the whole retained log, across the restart
+    try:
+        done = await watch.until(reply.request_id, S.SEND_STATE_SUCCEEDED)
+        assert done.progress.attempts == 2  # the attempt count came from the store
+        began = done.progress.last_attempt_at.seconds + done.progress.last_attempt_at.nanos / 1e9
+        due = waiting.progress.next_attempt_at.seconds + waiting.progress.next_attempt_at.nanos / 1e9
+        assert began >= due  # the schedule continued; the restart did not retry early
+        assert [e.hash for e in await sink.wait_for(1)] == [done.envelope_hash]
+        sequences = [c.sequence for c in watch.of(reply.request_id)]
+        assert sequences == sorted(set(sequences))  # the new owner continued the shard's numbering
+    finally:
+        await watch.close()
+        await second.stop()
+
+
+async def test_two_replicas_send_each_request_once_and_a_dead_ones_shards_are_taken_over(
+    mesh: Mesh, tmp_path: Path
+) -> None:
+    await two_replicas_then_takeover(mesh, tmp_path / "msg.db")
+
+
+async def two_replicas_then_takeover(mesh: Mesh, db: Path, **env: str) -> None:
+    """Two replicas on one store: each request sent once whichever replica accepted it; the owner dies
+    holding its leases and the other takes its shards over within the lease TTL."""
+    a = await start_send(mesh, db, **env)
+    b = await start_send(mesh, db, **env)
+    assert a.metric("waku_send_shards_owned") == 4 and b.metric("waku_send_shards_owned") == 0
+    _, sink = await mesh.peer()
+    watch = Watch(a)
+    try:
+        replies = [await (a if i % 2 else b).send(message=_message(i)) for i in range(6)]
+        for reply in replies:  # every replica reads every request
+            assert (await b.status(reply.request_id)).request_id == reply.request_id
+        for reply in replies:
+            await watch.until(reply.request_id, S.SEND_STATE_SUCCEEDED)
+        received = await sink.wait_for(6)
+        assert len(received) == 6 and len({e.hash for e in received}) == 6  # each request sent once
+        await watch.close()
+        await a.stop(release=False)  # dies holding its leases
+        late = await b.send(message=_message(99))
+        watch = Watch(b, after=watch.position)
+        done = await watch.until(late.request_id, S.SEND_STATE_SUCCEEDED)
+        assert b.metric("waku_send_shards_owned") == 4
+        assert [c.progress.state for c in watch.changes if c.request_id != late.request_id] == []
+        assert done.sent and (await sink.wait_for(7))[-1].hash == done.envelope_hash
+    finally:
+        await watch.close()
+        await b.stop()
+
+
+def _message(i: int) -> common_pb2.WakuMessage:
+    return common_pb2.WakuMessage(payload=f"m{i}".encode(), content_topic=TOPIC)
+
+
+async def test_cancel_must_reach_the_owner_of_the_requests_shard(mesh: Mesh, tmp_path: Path) -> None:
+    db = tmp_path / "msg.db"
+    owner = await start_send(mesh, db, SEND_BACKOFF_SECONDS="60")
+    other = await start_send(mesh, db, SEND_BACKOFF_SECONDS="60")
+    watch = Watch(owner)
+    try:
+        reply = await other.send()  # any replica accepts; the owner sends (no peer: it waits to retry)
+        await watch.until(reply.request_id, S.SEND_STATE_RETRY_WAIT)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await other.stub.Cancel(send_pb2.CancelRequest(request_id=reply.request_id), timeout=10)
+        assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+        assert "owned by another send replica" in (err.value.details() or "")
+        out = await owner.stub.Cancel(send_pb2.CancelRequest(request_id=reply.request_id), timeout=10)
+        assert out.canceled and out.state == S.SEND_STATE_CANCELED
+    finally:
+        await watch.close()
+        await other.stop()
+        await owner.stop()
