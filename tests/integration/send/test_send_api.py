@@ -218,30 +218,3 @@ async def test_shutdown_ends_open_watches_with_unavailable(mesh: Mesh, tmp_path:
     finally:
         await stopping
         await send.channel.close()
-
-
-async def test_the_deprecated_after_sequence_replays_from_zero_and_refuses_other_values(
-    mesh: Mesh, tmp_path: Path
-) -> None:
-    send = await start_send(mesh, tmp_path / "msg.db", SEND_BACKOFF_SECONDS="60")
-    full = Watch(send)
-    try:
-        reply = await send.send()
-        await full.until(reply.request_id, S.SEND_STATE_RETRY_WAIT)
-        call = send.stub.WatchSendStatuses(send_pb2.WatchSendStatusesRequest(after_sequence=0))
-        replayed = []
-        async for message in call:
-            assert message.HasField("status")  # a legacy follower gets a status in every message
-            replayed.append((message.status.request_id, message.status.sequence))
-            if len(replayed) == len(full.changes):
-                break
-        call.cancel()
-        assert replayed == [(c.request_id, c.sequence) for c in full.changes]
-        with pytest.raises(grpc.aio.AioRpcError) as err:
-            bad = send.stub.WatchSendStatuses(send_pb2.WatchSendStatusesRequest(after_sequence=5))
-            await anext(aiter(bad))
-        assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
-        assert "resume with after_position" in (err.value.details() or "")
-    finally:
-        await full.close()
-        await send.stop()
