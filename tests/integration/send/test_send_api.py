@@ -4,16 +4,22 @@ resume, over real gRPC against a real edge peer and mesh."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
+import grpc.aio
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client import CollectorRegistry
 
 from mailmesh.common.v1 import common_pb2
 from mailmesh.send.v1 import send_pb2
 from msgstore.types import Message, OutboxEntry, SendPriority, SendProgress, SendState
+from services.send.config import Config
 from services.send.ports import Publisher, PublishOutcome
+from services.send.server import build, connect
 from tests.integration.edge_peer.edge_peer_support import start_edge, stop_edge, wait_until
 from tests.integration.send.send_support import TOPIC, Mesh, S, SendHandle, Watch, start_send
 
@@ -218,3 +224,34 @@ async def test_shutdown_ends_open_watches_with_unavailable(mesh: Mesh, tmp_path:
     finally:
         await stopping
         await send.channel.close()
+
+
+async def test_a_watch_that_arrives_before_the_store_is_open_waits_for_it(mesh: Mesh, tmp_path: Path) -> None:
+    """The server accepts calls while its start hook runs (NOT_SERVING); a follower that reconnects at once
+    (the subscription service) must get its changes, not an INTERNAL from the unopened store."""
+    cfg = Config.from_env(mesh.send_env(tmp_path / "msg.db"))
+    registry = CollectorRegistry()
+    deps = connect(cfg, registry=registry)
+    gate = asyncio.Event()
+
+    async def held() -> None:
+        await gate.wait()
+
+    deps = dataclasses.replace(deps, starters=(held, *deps.starters))  # the start hook waits for the gate
+    server = build(cfg, deps)
+    starting = asyncio.create_task(server.start())
+    send = SendHandle(cfg, deps, server, registry, grpc.aio.insecure_channel(f"127.0.0.1:{server.port}"))
+    try:
+        call = send.stub.WatchSendStatuses(send_pb2.WatchSendStatusesRequest(after_position=b""))
+        health = health_pb2_grpc.HealthStub(send.channel)
+        check = await health.Check(health_pb2.HealthCheckRequest(service=""), timeout=10)
+        assert check.status == health_pb2.HealthCheckResponse.NOT_SERVING  # the watch is in, the store not
+        gate.set()
+        await starting
+        reply = await send.send()
+        first = await anext(aiter(call))
+        assert first.status.request_id == reply.request_id
+        call.cancel()
+    finally:
+        gate.set()
+        await send.stop()
