@@ -148,15 +148,6 @@ def filter_from(request: send_pb2.ListSendStatusesRequest) -> OutboxFilter:
     )
 
 
-def watch_start(request: send_pb2.WatchSendStatusesRequest) -> tuple[bytes | None, bool]:
-    """(resume position, whether the deprecated ``after_sequence`` asked): None = live changes only."""
-    if request.HasField("after_position"):
-        return request.after_position, False
-    if request.HasField("after_sequence"):
-        if request.after_sequence:
-            raise InvalidMessage(
-                "after_sequence can only be 0 (replay everything retained); resume with after_position, "
-                "the position of the last message received"
-            )
-        return b"", True
-    return None, False
+def watch_start(request: send_pb2.WatchSendStatusesRequest) -> bytes | None:
+    """The resume position: None = live changes only, empty = everything retained."""
+    return request.after_position if request.HasField("after_position") else None

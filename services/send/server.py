@@ -151,6 +151,7 @@ def build(cfg: Config, deps: Deps) -> MeshServer:
         for starter in deps.starters:
             await starter()
         await deps.store.open()
+        api.opened()
         await deps.engine.first_tick()
         deps.engine.start()
         if deps.health is not None:

@@ -54,6 +54,7 @@ class SendApi:
         self._clock = clock
         self._watch_poll_s = watch_poll_s
         self._closed = False
+        self._open = asyncio.Event()
 
     @property
     def _outbox(self) -> OutboxStore:
@@ -90,9 +91,21 @@ class SendApi:
         """Matching requests by (scheduled_at, request id), MESSAGING-API skip/take."""
         return await self._outbox.list(flt, skip, take, now=self._clock())
 
+    def opened(self) -> None:
+        """The store is open (the server's start hook): watches waiting for it begin."""
+        self._open.set()
+
     async def watch(self, after: bytes | None) -> AsyncIterator[WatchItem]:
-        """Every change after ``after`` (None = from now on), then live ones; never ends by itself."""
+        """Every change after ``after`` (None = from now on), then live ones; never ends by itself.
+
+        The server accepts calls before its start hook has opened the store (it reports NOT_SERVING until
+        then), and a follower such as the subscription service reconnects at once: its watch waits for the
+        store instead of failing on it.
+        """
+        await self._open.wait()
         try:
+            if self._closed:
+                raise Unavailable("the send service is shutting down; resume from the last position")
             position = await self._head() if after is None else after
             while True:
                 if self._closed:
@@ -118,6 +131,7 @@ class SendApi:
         """End every watch (UNAVAILABLE) within one poll interval: a watch never ends by itself and would
         otherwise hold the server for its whole shutdown grace."""
         self._closed = True
+        self._open.set()  # a watch still waiting for the store ends too
 
     async def _page(self, position: bytes) -> OutboxChanges:
         """The next page of changes, its gaps confirmed by reading again.

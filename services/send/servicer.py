@@ -76,10 +76,7 @@ class SendServicer(send_pb2_grpc.SendServiceServicer):
         self, request: send_pb2.WatchSendStatusesRequest, context: Any
     ) -> AsyncIterator[send_pb2.WatchSendStatusesResponse]:
         """Every change, resumable by position."""
-        after, legacy = watch_start(request)
-        async for item in self._api.watch(after):
-            if legacy and item.change is None:
-                continue  # a follower of the deprecated after_sequence expects a status in every message
+        async for item in self._api.watch(watch_start(request)):
             reply = send_pb2.WatchSendStatusesResponse(position=item.position, gap_shards=item.gap_shards)
             if item.change is not None:
                 reply.status.CopyFrom(status_to(item.change.entry))

@@ -22,7 +22,7 @@ from mailmesh.send.v1 import send_pb2, send_pb2_grpc
 from meshcore import make_channel, remaining_timeout, translate_rpc_error
 from msgstore.types import HealthStatus
 from services.subscription.convert import health_status, send_update_from_proto
-from services.subscription.ports import FeedBatch, FeedEnvelope
+from services.subscription.ports import FeedBatch, FeedEnvelope, SendFeedItem
 from services.subscription.rules import SendUpdate
 
 __all__ = ["Channels", "EdgeFeedClient", "HealthFeedClient", "LookupClient", "SendFeedClient"]
@@ -129,17 +129,33 @@ class HealthFeedClient:
 
 
 class SendFeedClient:
-    """WatchSendStatuses; implements ``ports.SendFeedPort``."""
+    """WatchSendStatuses and ListSendStatuses; implements ``ports.SendFeedPort``."""
 
     def __init__(self, channels: Channels, target: str) -> None:
         self._stub = send_pb2_grpc.SendServiceStub(channels.get(target, "mailmesh.send.v1.SendService"))
 
-    async def watch(self, after_sequence: int) -> AsyncIterator[tuple[int, SendUpdate]]:
-        """Changes after ``after_sequence``, then live."""
-        call = self._stub.WatchSendStatuses(send_pb2.WatchSendStatusesRequest(after_sequence=after_sequence))
+    async def watch(self, after_position: bytes) -> AsyncIterator[SendFeedItem]:
+        """Changes after ``after_position`` (empty = everything retained), then live."""
+        call = self._stub.WatchSendStatuses(send_pb2.WatchSendStatusesRequest(after_position=after_position))
         try:
             async for reply in call:
-                yield reply.status.sequence, send_update_from_proto(reply.status)
+                yield SendFeedItem(
+                    reply.position,
+                    send_update_from_proto(reply.status) if reply.HasField("status") else None,
+                    tuple(reply.gap_shards),
+                )
+        except grpc.aio.AioRpcError as err:
+            raise translate_rpc_error(err) from err
+        finally:
+            call.cancel()
+
+    async def statuses(self) -> AsyncIterator[SendUpdate]:
+        """Every request the outbox holds, in listing order (chunks of at most 100)."""
+        call = self._stub.ListSendStatuses(send_pb2.ListSendStatusesRequest())
+        try:
+            async for reply in call:
+                for status in reply.statuses:
+                    yield send_update_from_proto(status)
         except grpc.aio.AioRpcError as err:
             raise translate_rpc_error(err) from err
         finally:

@@ -6,9 +6,10 @@
   subscription it streams nothing (an empty filter would mean every envelope).
 - :class:`HealthFollower`: ``WatchHealth``; ``health:change`` for every status change it sees, and the
   current status for the stored check, which MESSAGING-API "Acknowledgements" halts while Unhealthy.
-- :class:`SendFollower`: ``WatchSendStatuses`` merged into the records. It resumes after its last change
-  within the process; at start (and after an expired resume point) it replays every retained change — the
-  merge is idempotent, so a replay changes and emits nothing already recorded.
+- :class:`SendFollower`: ``WatchSendStatuses`` merged into the records. It resumes by position after its
+  last change within the process; at start it replays every retained change — the merge is idempotent,
+  so a replay changes and emits nothing already recorded. A gap report (changes past their retention)
+  makes it re-read the requests' current statuses with ``ListSendStatuses``.
 - :class:`StoredChecker`: the recurring stored check every ``storeCheckInterval`` (spec: 60 s).
 
 Each input is committed before the follower moves its resume point, and the commit is shielded from the
@@ -144,29 +145,48 @@ class HealthFollower:
 
 
 class SendFollower:
-    """Follows the send service's status changes."""
+    """Follows the send service's status changes by resume position.
+
+    msgstore has no table for a consumer's position, so the position lives in memory: a restarted process
+    replays every retained change (the merge is idempotent); a reconnect within the process resumes
+    exactly after the last change applied.
+    """
 
     def __init__(self, feed: SendFeedPort, inputs: RecordInputs, backoff: Backoff | None = None):
         self._feed = feed
         self._inputs = inputs
         self._backoff = backoff or Backoff()
-        self.after = 0
-        """The last change applied (0 = replay everything retained)."""
+        self.position = b""
+        """Resume position after the last change applied (empty = replay everything retained)."""
+        self.reloads = 0
+        """Gap repairs run (tests, logs)."""
 
     async def run(self) -> None:
         """Until cancelled."""
         while True:
             try:
-                async for sequence, update in self._feed.watch(self.after):
+                async for item in self._feed.watch(self.position):
                     self._backoff.reset()
-                    await asyncio.shield(self._inputs.send_update(update))
-                    self.after = sequence
-            except InvalidArgument as err:  # OUT_OF_RANGE: our resume point aged out; replay what is retained
+                    if item.gap_shards:
+                        await asyncio.shield(self._reload(item.gap_shards))
+                    if item.update is not None:
+                        await asyncio.shield(self._inputs.send_update(item.update))
+                    self.position = item.position
+            except InvalidArgument as err:  # a position made for another shard count: start over
                 _log.info("send watch: %s; replaying every retained change", err)
-                self.after = 0
+                self.position = b""
             except _FAILURES as err:
                 _log.info("send watch: %s; reconnecting", err)
             await self._backoff.wait()
+
+    async def _reload(self, shards: tuple[int, ...]) -> None:
+        """Changes of ``shards`` were missed (send.proto ``gap_shards``): merge the current status of every
+        request the outbox holds, so no record stays at a status it has left. The listing has no shard
+        filter; a gap needs a follower away for longer than the change retention, so it is rare."""
+        self.reloads += 1
+        _log.info("send watch: changes of shards %s are gone; re-reading every request's status", shards)
+        async for update in self._feed.statuses():
+            await self._inputs.send_update(update)
 
 
 class StoredChecker:

@@ -10,7 +10,15 @@ from typing import Protocol
 from msgstore.types import HealthStatus
 from services.subscription.rules import SendUpdate
 
-__all__ = ["EdgeFeedPort", "FeedBatch", "FeedEnvelope", "HealthFeedPort", "LookupPort", "SendFeedPort"]
+__all__ = [
+    "EdgeFeedPort",
+    "FeedBatch",
+    "FeedEnvelope",
+    "HealthFeedPort",
+    "LookupPort",
+    "SendFeedItem",
+    "SendFeedPort",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +41,18 @@ class FeedBatch:
     epoch: str
     resumed: bool
     envelopes: Sequence[FeedEnvelope]
+
+
+@dataclass(frozen=True, slots=True)
+class SendFeedItem:
+    """One ``WatchSendStatusesResponse``: a request's status after a change, or a gap report."""
+
+    position: bytes
+    """Where to resume after this item (opaque; send.proto ``WatchSendStatusesResponse.position``)."""
+    update: SendUpdate | None = None
+    """The request's full status after the change; None in a gap report."""
+    gap_shards: tuple[int, ...] = ()
+    """Outbox shards whose changes after the requested position are no longer retained."""
 
 
 class EdgeFeedPort(Protocol):
@@ -59,10 +79,15 @@ class HealthFeedPort(Protocol):
 
 
 class SendFeedPort(Protocol):
-    """``SendService.WatchSendStatuses``."""
+    """``SendService.WatchSendStatuses`` and the listing a gap is repaired from."""
 
-    def watch(self, after_sequence: int) -> AsyncIterator[tuple[int, SendUpdate]]:
-        """(change sequence, status) after ``after_sequence`` (0 = everything retained), then live."""
+    def watch(self, after_position: bytes) -> AsyncIterator[SendFeedItem]:
+        """Changes after ``after_position`` (empty = everything retained), then live; a resume whose
+        changes are partly gone first yields a gap report."""
+        ...
+
+    def statuses(self) -> AsyncIterator[SendUpdate]:
+        """The current status of every request the outbox holds (``ListSendStatuses``)."""
         ...
 
 

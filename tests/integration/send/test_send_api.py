@@ -4,16 +4,22 @@ resume, over real gRPC against a real edge peer and mesh."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
+import grpc.aio
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client import CollectorRegistry
 
 from mailmesh.common.v1 import common_pb2
 from mailmesh.send.v1 import send_pb2
 from msgstore.types import Message, OutboxEntry, SendPriority, SendProgress, SendState
+from services.send.config import Config
 from services.send.ports import Publisher, PublishOutcome
+from services.send.server import build, connect
 from tests.integration.edge_peer.edge_peer_support import start_edge, stop_edge, wait_until
 from tests.integration.send.send_support import TOPIC, Mesh, S, SendHandle, Watch, start_send
 
@@ -220,28 +226,32 @@ async def test_shutdown_ends_open_watches_with_unavailable(mesh: Mesh, tmp_path:
         await send.channel.close()
 
 
-async def test_the_deprecated_after_sequence_replays_from_zero_and_refuses_other_values(
-    mesh: Mesh, tmp_path: Path
-) -> None:
-    send = await start_send(mesh, tmp_path / "msg.db", SEND_BACKOFF_SECONDS="60")
-    full = Watch(send)
+async def test_a_watch_that_arrives_before_the_store_is_open_waits_for_it(mesh: Mesh, tmp_path: Path) -> None:
+    """The server accepts calls while its start hook runs (NOT_SERVING); a follower that reconnects at once
+    (the subscription service) must get its changes, not an INTERNAL from the unopened store."""
+    cfg = Config.from_env(mesh.send_env(tmp_path / "msg.db"))
+    registry = CollectorRegistry()
+    deps = connect(cfg, registry=registry)
+    gate = asyncio.Event()
+
+    async def held() -> None:
+        await gate.wait()
+
+    deps = dataclasses.replace(deps, starters=(held, *deps.starters))  # the start hook waits for the gate
+    server = build(cfg, deps)
+    starting = asyncio.create_task(server.start())
+    send = SendHandle(cfg, deps, server, registry, grpc.aio.insecure_channel(f"127.0.0.1:{server.port}"))
     try:
+        call = send.stub.WatchSendStatuses(send_pb2.WatchSendStatusesRequest(after_position=b""))
+        health = health_pb2_grpc.HealthStub(send.channel)
+        check = await health.Check(health_pb2.HealthCheckRequest(service=""), timeout=10)
+        assert check.status == health_pb2.HealthCheckResponse.NOT_SERVING  # the watch is in, the store not
+        gate.set()
+        await starting
         reply = await send.send()
-        await full.until(reply.request_id, S.SEND_STATE_RETRY_WAIT)
-        call = send.stub.WatchSendStatuses(send_pb2.WatchSendStatusesRequest(after_sequence=0))
-        replayed = []
-        async for message in call:
-            assert message.HasField("status")  # a legacy follower gets a status in every message
-            replayed.append((message.status.request_id, message.status.sequence))
-            if len(replayed) == len(full.changes):
-                break
+        first = await anext(aiter(call))
+        assert first.status.request_id == reply.request_id
         call.cancel()
-        assert replayed == [(c.request_id, c.sequence) for c in full.changes]
-        with pytest.raises(grpc.aio.AioRpcError) as err:
-            bad = send.stub.WatchSendStatuses(send_pb2.WatchSendStatusesRequest(after_sequence=5))
-            await anext(aiter(bad))
-        assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
-        assert "resume with after_position" in (err.value.details() or "")
     finally:
-        await full.close()
+        gate.set()
         await send.stop()

@@ -18,7 +18,7 @@ from meshcore import MeshServer, Unavailable
 from msgstore.types import HealthStatus
 from services.subscription.app import Feeds
 from services.subscription.config import Config
-from services.subscription.ports import FeedBatch, FeedEnvelope
+from services.subscription.ports import FeedBatch, FeedEnvelope, SendFeedItem
 from services.subscription.rules import SendUpdate
 from services.subscription.server import Deps, build, connect
 
@@ -128,10 +128,11 @@ class FakeLookup:
 
 @dataclass
 class FakeSendFeed:
-    """WatchSendStatuses: changes pushed by the test, replayed after a resume point."""
+    """WatchSendStatuses: changes pushed by the test, replayed after a resume position (the change count
+    as decimal bytes; empty = from the start); ListSendStatuses: each request's latest status."""
 
     changes: list[SendUpdate] = field(default_factory=list)
-    resumes: list[int] = field(default_factory=list)
+    resumes: list[bytes] = field(default_factory=list)
     _pushed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def push(self, update: SendUpdate) -> int:
@@ -139,15 +140,20 @@ class FakeSendFeed:
         self._pushed.set()
         return len(self.changes)
 
-    async def watch(self, after_sequence: int) -> AsyncIterator[tuple[int, SendUpdate]]:
-        self.resumes.append(after_sequence)
-        position = after_sequence
+    async def watch(self, after_position: bytes) -> AsyncIterator[SendFeedItem]:
+        self.resumes.append(after_position)
+        position = int(after_position or b"0")
         while True:
             while position < len(self.changes):
                 position += 1
-                yield position, self.changes[position - 1]
+                yield SendFeedItem(str(position).encode(), self.changes[position - 1])
             self._pushed.clear()
             await self._pushed.wait()
+
+    async def statuses(self) -> AsyncIterator[SendUpdate]:
+        latest = {u.request_id: u for u in self.changes}
+        for update in latest.values():
+            yield update
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The send follower against a small in-process fake SendService over real gRPC (loopback, port 0): the
-WatchSendStatuses client converts every field the record rules read, and the follower resumes after the last
-change it applied when the stream breaks. The pairing with the real send service is tested once both are
-merged (the send service is built in parallel)."""
+WatchSendStatuses client converts every field the record rules read, the follower resumes by position after
+the last change it applied when the stream breaks, and a gap report makes it re-read every request's status
+(ListSendStatuses). The pairing with the real send service: tests/e2e/test_e2e_send_subscription.py."""
 
 from __future__ import annotations
 
@@ -21,11 +21,14 @@ from services.subscription.inputs import RecordInputs
 from services.subscription.rules import SendUpdate
 
 REQUEST = "eeeeeeee-0000-4000-8000-000000000005"
+OTHER = "eeeeeeee-0000-4000-8000-000000000006"
 
 
-def status(sequence: int, *, sending: bool, sent: bool, error: bool = False) -> send_pb2.SendStatus:
+def status(
+    sequence: int, *, sending: bool, sent: bool, error: bool = False, request_id: str = REQUEST
+) -> send_pb2.SendStatus:
     out = send_pb2.SendStatus(
-        request_id=REQUEST,
+        request_id=request_id,
         message_hash=b"\x09" * 32,
         pubsub_topic="/waku/2/rs/1/0",
         message=common_pb2.WakuMessage(payload=b"p", content_topic="/a/1/b/proto", timestamp=7, meta=b"m"),
@@ -47,25 +50,37 @@ def status(sequence: int, *, sending: bool, sent: bool, error: bool = False) -> 
 
 
 class FakeSendService(send_pb2_grpc.SendServiceServicer):
-    """WatchSendStatuses over a fixed change log; the first stream breaks after two changes."""
+    """WatchSendStatuses over a fixed change log (position = the change's number as decimal bytes); the
+    first stream breaks after two changes unless ``gap_after`` names a position whose next changes are gone
+    (then a resume there gets a gap report first). ListSendStatuses lists ``listing``."""
 
-    def __init__(self) -> None:
+    def __init__(self, gap_after: bytes | None = None) -> None:
         self.log = [
             status(1, sending=True, sent=False),
             status(2, sending=False, sent=False, error=True),
             status(3, sending=False, sent=True),
         ]
-        self.requests: list[int] = []
+        self.gap_after = gap_after
+        self.listing = [status(9, sending=False, sent=True, request_id=OTHER)]
+        self.requests: list[bytes] = []
 
     async def WatchSendStatuses(
         self, request: Any, context: Any
     ) -> AsyncIterator[send_pb2.WatchSendStatusesResponse]:
-        self.requests.append(request.after_sequence)
-        for entry in self.log[request.after_sequence :]:
-            yield send_pb2.WatchSendStatusesResponse(status=entry)
-            if len(self.requests) == 1 and entry.sequence == 2:
+        assert request.HasField("after_position")
+        self.requests.append(request.after_position)
+        if request.after_position == self.gap_after:
+            yield send_pb2.WatchSendStatusesResponse(position=request.after_position, gap_shards=[3])
+        for entry in self.log[int(request.after_position or b"0") :]:
+            yield send_pb2.WatchSendStatusesResponse(status=entry, position=str(entry.sequence).encode())
+            if self.gap_after is None and len(self.requests) == 1 and entry.sequence == 2:
                 await context.abort(grpc.StatusCode.UNAVAILABLE, "send replica going away")
         await asyncio.Event().wait()
+
+    async def ListSendStatuses(
+        self, request: Any, context: Any
+    ) -> AsyncIterator[send_pb2.ListSendStatusesResponse]:
+        yield send_pb2.ListSendStatusesResponse(statuses=self.listing)
 
 
 class RecordingInputs:
@@ -98,8 +113,8 @@ async def test_the_follower_converts_each_status_and_resumes_after_the_last_appl
         async with asyncio.timeout(10):
             while len(inputs.updates) < 3:
                 await asyncio.sleep(0.01)
-        assert fake.requests == [0, 2]  # the replay from everything retained, then after change 2
-        assert follower.after == 3 and delays == [0.2]
+        assert fake.requests == [b"", b"2"]  # the replay from everything retained, then after change 2
+        assert follower.position == b"3" and delays == [0.2] and follower.reloads == 0
         first, failed, done = inputs.updates
         assert (first.request_id, first.message_hash, first.envelope_hash) == (
             REQUEST,
@@ -123,6 +138,33 @@ async def test_the_follower_converts_each_status_and_resumes_after_the_last_appl
             failed.error is not None and failed.error.kind is MessageErrorKind.NO_PEERS and not failed.sending
         )
         assert done.sent and done.error is None
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await channels.close()
+        await server.stop(None)
+
+
+async def test_a_gap_report_makes_the_follower_re_read_every_request_before_going_on() -> None:
+    fake = FakeSendService(gap_after=b"1")  # type: ignore[abstract]  # only the two watched calls
+    server = grpc.aio.server()
+    send_pb2_grpc.add_SendServiceServicer_to_server(fake, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    channels = Channels()
+    inputs = RecordingInputs()
+    follower = SendFollower(SendFeedClient(channels, f"127.0.0.1:{port}"), cast(RecordInputs, inputs))
+    follower.position = b"1"  # as if change 1 was applied before the follower lost touch
+    task = asyncio.create_task(follower.run())
+    try:
+        async with asyncio.timeout(10):
+            while len(inputs.updates) < 3:
+                await asyncio.sleep(0.01)
+        assert fake.requests == [b"1"] and follower.reloads == 1
+        listed, failed, done = inputs.updates
+        assert listed.request_id == OTHER and listed.sent  # the re-read before the changes after the gap
+        assert failed.request_id == REQUEST and failed.error is not None
+        assert done.sent and follower.position == b"3"
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
