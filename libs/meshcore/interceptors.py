@@ -257,6 +257,12 @@ async def _abort_for(exc: Exception, context: Context, method: str, log: logging
                 exc_info=exc if code is grpc.StatusCode.INTERNAL else None,
             )
         await context.abort(code, exc.message)
+    if context.cancelled():
+        # The client left (or its deadline passed) while the handler was still writing: grpc fails the pending
+        # write (ExecuteBatchError) inside the handler. Nobody is there to receive a status, and it is no
+        # fault of ours: end the call as cancelled, quietly (seen when an RLPx peer drops mid-history).
+        log.debug("%s: client gone (%s)", method, type(exc).__name__)
+        raise asyncio.CancelledError from exc
     log.error("%s: unhandled %s", method, type(exc).__name__, exc_info=exc, extra={"grpc_code": "Internal"})
     await context.abort(grpc.StatusCode.INTERNAL, INTERNAL_MESSAGE)
 

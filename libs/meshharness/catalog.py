@@ -31,6 +31,9 @@ class ServiceKind:
     """Port offset in the fixed layout (``make run``)."""
     needs: tuple[str, ...] = ()
     """Catalog names of the services it calls; they start first and it gets their addresses."""
+    observes: tuple[str, ...] = ()
+    """Catalog names of services it only looks at (the health service checks every service's
+    grpc.health.v1): it gets their addresses too, but need not start after them (they may need it)."""
     state_files: Mapping[str, str] = field(default_factory=dict)
     """Env var -> file name under the mesh's state directory (a database, a key, a secret)."""
     extra_ports: Mapping[str, int] = field(default_factory=dict)
@@ -90,6 +93,7 @@ CATALOG: Mapping[str, ServiceKind] = {
             health="mailmesh.health.v1.HealthService",
             offset=7,
             needs=("archive", "ingest", "history", "edge_peer"),
+            observes=("send", "subscription"),
         ),
         ServiceKind(
             name="send",

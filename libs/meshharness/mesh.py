@@ -92,7 +92,7 @@ def plan(
     per_instance = 2 + max((len(k.extra_ports) for k in kinds), default=0)
     pool = iter(free_ports(per_instance * sum(counts.values()))) if isinstance(ports, FreePorts) else None
     addresses: dict[str, str] = {}
-    specs: list[ServiceSpec] = []
+    planned: list[tuple[ServiceKind, str, dict[str, str]]] = []
     for k in kinds:
         for index in range(counts[k.name]):
             instance = k.name if index == 0 else f"{k.name}-{index}"
@@ -119,7 +119,16 @@ def plan(
             if k.instance_var and counts[k.name] > 1:
                 vars_[k.instance_var] = instance
             vars_.update((env or {}).get(k.name, {}))
-            spec = ServiceSpec(
+            addresses.setdefault(k.name, f"127.0.0.1:{vars_[f'{k.prefix}_GRPC_PORT']}")
+            planned.append((k, instance, vars_))
+    specs: list[ServiceSpec] = []
+    for k, instance, vars_ in planned:
+        # Observed services may come later in start order: their addresses are known only now.
+        for seen in k.observes:
+            if seen in addresses:
+                vars_.setdefault(k.addr_var(CATALOG[seen]), addresses[seen])  # the caller's env still wins
+        specs.append(
+            ServiceSpec(
                 name=instance,
                 module=k.module,
                 env=vars_,
@@ -129,8 +138,7 @@ def plan(
                 profile=(profiles or {}).get(k.name),
                 inherit_env=inherit_env,
             )
-            addresses.setdefault(k.name, spec.address)
-            specs.append(spec)
+        )
     return specs
 
 

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from typing import Any, cast
+
 import grpc
+import grpc.aio
 import pytest
 
 from meshcore import errors
 from meshcore.codes import ERROR_CODES, GO_CODE_NAMES, error_class_for, go_code_name, status_code_for
+from meshcore.interceptors import _guard
 
 
 class InvalidCursor(errors.InvalidArgument):
@@ -45,3 +51,51 @@ def test_go_code_names_cover_every_status() -> None:
     assert go_code_name(grpc.StatusCode.CANCELLED) == "Canceled"
     assert go_code_name(grpc.StatusCode.DEADLINE_EXCEEDED) == "DeadlineExceeded"
     assert error_class_for(grpc.StatusCode.OK) is errors.Internal  # OK is not an error; never asked
+
+
+class _GoneContext:
+    """The bits of a servicer context the error guard reads, for a call whose client already left."""
+
+    def __init__(self, cancelled: bool) -> None:
+        self._cancelled = cancelled
+        self.aborted: tuple[grpc.StatusCode, str] | None = None
+
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:1"
+
+    def time_remaining(self) -> float | None:
+        return None
+
+    async def abort(self, code: grpc.StatusCode, message: str) -> None:
+        self.aborted = (code, message)
+        raise grpc.aio.AbortError()
+
+
+async def _failing(request: object, context: object) -> object:
+    raise RuntimeError("write on a finished call")  # what grpc raises when the client has left
+
+
+@pytest.mark.parametrize("gone", [True, False])
+async def test_a_failure_after_the_client_left_ends_quietly(
+    gone: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = logging.getLogger("test.guard")
+    guarded = _guard(_failing, False, "/pkg.Svc/Query", log)
+    fake = _GoneContext(cancelled=gone)
+    context = cast(Any, fake)  # only the methods the guard calls
+    with caplog.at_level(logging.DEBUG, logger="test.guard"):
+        if gone:
+            with pytest.raises(asyncio.CancelledError):
+                await guarded(b"", context)
+        else:
+            with pytest.raises(grpc.aio.AbortError):
+                await guarded(b"", context)
+    errors_logged = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    if gone:
+        assert errors_logged == [] and fake.aborted is None
+    else:  # a real fault still logs ERROR and answers INTERNAL
+        assert [r.levelno for r in errors_logged] == [logging.ERROR]
+        assert fake.aborted is not None and fake.aborted[0] is grpc.StatusCode.INTERNAL

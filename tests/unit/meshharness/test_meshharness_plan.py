@@ -54,6 +54,22 @@ def test_fixed_layout_bases_and_extra_ports_are_configurable() -> None:
     assert "EDGE_INGEST_ADDR" not in by["edge_peer"].env  # not in this mesh: the caller's to set
 
 
+def test_health_gets_the_addresses_of_services_it_observes_which_start_after_it() -> None:
+    """send and subscription need health, and health checks them: it learns their addresses anyway."""
+    mesh = [*ALL, "health", "send", "subscription"]
+    specs = plan(mesh, ports=FixedPorts(40000, 8000))
+    order = [s.name for s in specs]
+    assert order.index("health") < order.index("send") < order.index("subscription")
+    by = {s.name: s for s in specs}
+    assert by["health"].env["HEALTH_SEND_ADDR"] == "127.0.0.1:40005"
+    assert by["health"].env["HEALTH_SUBSCRIPTION_ADDR"] == "127.0.0.1:40006"
+    assert by["subscription"].env["SUBSCRIPTION_SEND_ADDR"] == "127.0.0.1:40005"
+    overridden = plan(mesh, ports=FixedPorts(40000, 8000), env={"health": {"HEALTH_SEND_ADDR": ""}})
+    assert next(s for s in overridden if s.name == "health").env["HEALTH_SEND_ADDR"] == ""
+    alone = plan(["archive", "health"], ports=FixedPorts(40000, 8000))
+    assert "HEALTH_SEND_ADDR" not in alone[-1].env  # not in this mesh: the service's default applies
+
+
 def test_free_ports_are_distinct_loopback_and_replicas_get_their_own(tmp_path: Path) -> None:
     specs = plan(
         ALL,
