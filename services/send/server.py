@@ -138,11 +138,7 @@ def build(cfg: Config, deps: Deps) -> MeshServer:
     api = SendApi(deps.engine, deps.store, rules_from(cfg), clock=deps.clock, watch_poll_s=cfg.watch_poll_s)
     mesh = build_server(
         cfg.runtime,
-        [
-            Registration.of(
-                SERVICE_NAME, send_pb2_grpc.add_SendServiceServicer_to_server, SendServicer(api, deps.engine)
-            )
-        ],
+        [Registration.of(SERVICE_NAME, send_pb2_grpc.add_SendServiceServicer_to_server, SendServicer(api))],
         registry=deps.registry,
         tracer_provider=deps.tracer_provider,
     )

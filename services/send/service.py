@@ -14,7 +14,7 @@ from meshcore.errors import Unavailable
 from msgstore.errors import InvalidPosition
 from msgstore.protocol import MsgStore, OutboxStore
 from msgstore.sharding import ResumePosition
-from msgstore.types import OutboxChange, OutboxChanges, OutboxEntry, OutboxFilter
+from msgstore.types import OutboxChange, OutboxChanges, OutboxEntry, OutboxFilter, SendState
 from services.send.engine import SendEngine
 from services.send.errors import InvalidMessage, RequestNotFound
 from services.send.schedule import PENDING, order_key
@@ -60,15 +60,25 @@ class SendApi:
     def _outbox(self) -> OutboxStore:
         return self._store.outbox  # looked up per call: a Cassandra store has its parts only once open
 
+    async def _ready(self) -> None:
+        # The server takes calls before its start hook has opened the store (health says NOT_SERVING until
+        # then): a call that arrives meanwhile waits for the store (its deadline bounds the wait) instead of
+        # failing on a store that is not open.
+        await self._open.wait()
+        if self._closed:
+            raise Unavailable("the send service is shutting down")
+
     async def send(self, inp: SendInput) -> tuple[OutboxEntry, bool]:
         """Validate, persist and schedule; (entry, created)."""
         entry = prepare(inp, self._rules, self._clock())
+        await self._ready()
         return await self._engine.accept(
             entry, given_id=bool(inp.request_id), given_timestamp=bool(inp.message.timestamp)
         )
 
     async def status(self, *, request_id: str = "", message_hash: bytes = b"") -> OutboxEntry:
         """One request by id, or the latest with a message hash; RequestNotFound otherwise."""
+        await self._ready()
         now = self._clock()
         if request_id:
             found = await self._outbox.get(request_id, now=now)
@@ -84,12 +94,24 @@ class SendApi:
 
     async def pending(self) -> list[str]:
         """Ids of unfinished requests, in the order they will be served (priority, fresh, retries newest)."""
+        await self._ready()
         entries = await self._outbox.list(OutboxFilter(states=tuple(PENDING)), None, None, now=self._clock())
         return [e.request_id for e in sorted(entries, key=order_key)]
 
     async def list(self, flt: OutboxFilter, skip: int | None, take: int | None) -> list[OutboxEntry]:
         """Matching requests by (scheduled_at, request id), MESSAGING-API skip/take."""
+        await self._ready()
         return await self._outbox.list(flt, skip, take, now=self._clock())
+
+    async def cancel(self, request_id: str) -> tuple[bool, SendState]:
+        """MESSAGING-API cancelRequest: (canceled by this call, state after it)."""
+        await self._ready()
+        return await self._engine.cancel(request_id)
+
+    async def resend(self, request_id: str) -> tuple[bool, SendState]:
+        """Re-queue a FAILED request: (rescheduled, state after it)."""
+        await self._ready()
+        return await self._engine.resend(request_id)
 
     def opened(self) -> None:
         """The store is open (the server's start hook): watches waiting for it begin."""

@@ -10,7 +10,6 @@ from typing import Any
 
 from mailmesh.send.v1 import send_pb2, send_pb2_grpc
 from services.send.convert import filter_from, input_from, state_to, status_to, watch_start
-from services.send.engine import SendEngine
 from services.send.service import SendApi
 
 __all__ = ["LIST_CHUNK", "SERVICE_NAME", "SendServicer"]
@@ -22,9 +21,8 @@ LIST_CHUNK = 100  # send.proto: at most 100 statuses per ListSendStatuses messag
 class SendServicer(send_pb2_grpc.SendServiceServicer):
     """The Send API over gRPC."""
 
-    def __init__(self, api: SendApi, engine: SendEngine) -> None:
+    def __init__(self, api: SendApi) -> None:
         self._api = api
-        self._engine = engine
 
     async def Send(self, request: send_pb2.SendRequest, context: Any) -> send_pb2.SendResponse:  # noqa: N802
         """Validate, persist, answer the RequestID."""
@@ -35,12 +33,12 @@ class SendServicer(send_pb2_grpc.SendServiceServicer):
 
     async def Cancel(self, request: send_pb2.CancelRequest, context: Any) -> send_pb2.CancelResponse:  # noqa: N802
         """Cancel a pending request (a no-op for others)."""
-        canceled, state = await self._engine.cancel(request.request_id)
+        canceled, state = await self._api.cancel(request.request_id)
         return send_pb2.CancelResponse(canceled=canceled, state=state_to(state))
 
     async def Resend(self, request: send_pb2.ResendRequest, context: Any) -> send_pb2.ResendResponse:  # noqa: N802
         """Re-queue a FAILED request."""
-        rescheduled, state = await self._engine.resend(request.request_id)
+        rescheduled, state = await self._api.resend(request.request_id)
         return send_pb2.ResendResponse(rescheduled=rescheduled, state=state_to(state))
 
     async def ListPendingRequests(  # noqa: N802 - gRPC method name

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -252,6 +253,48 @@ async def test_a_watch_that_arrives_before_the_store_is_open_waits_for_it(mesh: 
         first = await anext(aiter(call))
         assert first.status.request_id == reply.request_id
         call.cancel()
+    finally:
+        gate.set()
+        await send.stop()
+
+
+async def test_calls_that_arrive_before_the_store_is_open_wait_for_it(mesh: Mesh, tmp_path: Path) -> None:
+    """Send, GetSendStatus, ListPendingRequests and Cancel during the start hook: answered once the store is
+    open, never INTERNAL from the unopened store."""
+    cfg = Config.from_env(mesh.send_env(tmp_path / "msg.db"))
+    registry = CollectorRegistry()
+    deps = connect(cfg, registry=registry)
+    gate = asyncio.Event()
+
+    async def held() -> None:
+        await gate.wait()
+
+    deps = dataclasses.replace(deps, starters=(held, *deps.starters))  # the start hook waits for the gate
+    server = build(cfg, deps)
+    starting = asyncio.create_task(server.start())
+    send = SendHandle(cfg, deps, server, registry, grpc.aio.insecure_channel(f"127.0.0.1:{server.port}"))
+
+    async def pending() -> send_pb2.ListPendingRequestsResponse:
+        return await send.stub.ListPendingRequests(send_pb2.ListPendingRequestsRequest(), timeout=10)
+
+    async def cancel() -> send_pb2.CancelResponse:
+        return await send.stub.Cancel(send_pb2.CancelRequest(request_id=str(uuid.uuid4())), timeout=10)
+
+    try:
+        early_send = asyncio.create_task(send.send())
+        early_pending = asyncio.create_task(pending())
+        early_cancel = asyncio.create_task(cancel())
+        health = health_pb2_grpc.HealthStub(send.channel)
+        check = await health.Check(health_pb2.HealthCheckRequest(service=""), timeout=10)
+        assert check.status == health_pb2.HealthCheckResponse.NOT_SERVING
+        assert not early_send.done() and not early_pending.done() and not early_cancel.done()
+        gate.set()
+        await starting
+        reply = await early_send
+        assert reply.request_id and reply.created
+        await early_pending  # answered (its content depends on how far the engine got)
+        assert (await early_cancel).canceled is False  # an unknown id is ignored, as the spec says
+        assert (await send.status(reply.request_id)).request_id == reply.request_id
     finally:
         gate.set()
         await send.stop()
