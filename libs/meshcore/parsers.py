@@ -28,6 +28,7 @@ __all__ = [
     "parse_list",
     "parse_path",
     "parse_str",
+    "parse_targets",
     "parse_url",
 ]
 
@@ -159,6 +160,19 @@ def parse_host_port(*, default_port: int | None = None) -> Parser[HostPort]:
         return HostPort(host, int(port_text))
 
     return parse
+
+
+def parse_targets(raw: str) -> tuple[str, ...]:
+    """Comma-separated gRPC targets ``host:port`` (``[v6]:port`` for IPv6), each at most once.
+
+    For services that address each instance of another service by itself (the health service checks every
+    replica; the send service publishes through every edge peer), where a load-balanced ``dns:///`` name
+    would hide which instance answered.
+    """
+    targets = tuple(str(t) for t in parse_list(parse_host_port())(raw))
+    if len(set(targets)) != len(targets):
+        raise ValueError("a target is listed twice")
+    return targets
 
 
 def parse_list(item: Parser[T], *, separator: str = ",") -> Parser[tuple[T, ...]]:

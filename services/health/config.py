@@ -11,17 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from meshcore import FromEnv, RuntimeConfig, runtime_settings, setting
-from meshcore.parsers import Parser, parse_duration, parse_host_port, parse_int, parse_list
+from meshcore.parsers import Parser, parse_duration, parse_int, parse_targets
 
-__all__ = ["Config", "parse_targets"]
-
-
-def parse_targets(raw: str) -> tuple[str, ...]:
-    """Comma-separated ``host:port`` targets (``[v6]:port`` for IPv6), each at most once."""
-    targets = tuple(str(t) for t in parse_list(parse_host_port())(raw))
-    if len(set(targets)) != len(targets):
-        raise ValueError("a target is listed twice")
-    return targets
+__all__ = ["Config"]
 
 
 _targets: Parser[tuple[str, ...]] = parse_targets

@@ -14,20 +14,18 @@ from dataclasses import dataclass
 
 from meshcore import FromEnv, RuntimeConfig, runtime_settings, setting
 from meshcore.config import nested
-from meshcore.parsers import Parser, parse_duration, parse_host_port, parse_int, parse_list, parse_str
+from meshcore.parsers import (
+    Parser,
+    parse_duration,
+    parse_int,
+    parse_str,
+    parse_targets,
+)
 from msgapi.config import MessagingConfig
 from msgstore.config import PREFIX as STORE_PREFIX
 from msgstore.config import StoreConfig
 
-__all__ = ["Config", "parse_targets"]
-
-
-def parse_targets(raw: str) -> tuple[str, ...]:
-    """Comma-separated ``host:port`` targets, each at most once (empty = none)."""
-    targets = tuple(str(t) for t in parse_list(parse_host_port())(raw))
-    if len(set(targets)) != len(targets):
-        raise ValueError("a target is listed twice")
-    return targets
+__all__ = ["Config"]
 
 
 _targets: Parser[tuple[str, ...]] = parse_targets

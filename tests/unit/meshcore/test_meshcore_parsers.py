@@ -20,6 +20,7 @@ from meshcore.parsers import (
     parse_list,
     parse_path,
     parse_str,
+    parse_targets,
     parse_url,
 )
 
@@ -116,3 +117,16 @@ def test_reasons_never_echo_the_value(secret: str) -> None:
             parser(secret)
         except ValueError as err:
             assert secret not in str(err)
+
+
+def test_targets_are_host_ports_each_once() -> None:
+    assert parse_targets("127.0.0.1:50051, [::1]:50052,edge-1:1") == (
+        "127.0.0.1:50051",
+        "[::1]:50052",
+        "edge-1:1",
+    )
+    assert parse_targets("") == ()
+    with pytest.raises(ValueError, match="listed twice"):
+        parse_targets("a:1,a:1")
+    with pytest.raises(ValueError, match="item 2"):
+        parse_targets("a:1,b")
