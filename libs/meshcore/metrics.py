@@ -27,6 +27,7 @@ from meshcore.codes import go_code_name
 __all__ = [
     "ClientMetrics",
     "MetricsHttpServer",
+    "PerRegistry",
     "RpcMetrics",
     "ServerMetrics",
     "grpc_type",
@@ -52,6 +53,35 @@ def split_method(full_method: str) -> tuple[str, str]:
     """Split ``/pkg.Service/Method`` into ``("pkg.Service", "Method")``."""
     service, sep, method = full_method.lstrip("/").rpartition("/")
     return (service, method) if sep else ("unknown", full_method)
+
+
+class PerRegistry:
+    """Base of a metric set: one instance per ``CollectorRegistry``, shared by everything in the process.
+
+    A registry refuses a second metric with the same name, so every server, channel or component of a
+    process must share the set; :meth:`for_registry` is the way to get it. Each subclass keeps its own
+    instances (tests give each service its own registry).
+    """
+
+    _instances: ClassVar[weakref.WeakKeyDictionary[CollectorRegistry, PerRegistry]]
+    _lock: ClassVar[threading.Lock]
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        cls._instances = weakref.WeakKeyDictionary()
+        cls._lock = threading.Lock()
+
+    def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
+        self.registry = registry
+
+    @classmethod
+    def for_registry(cls, registry: CollectorRegistry = REGISTRY) -> Self:
+        """Return the one instance for ``registry``, creating it on first use."""
+        with cls._lock:
+            instance = cls._instances.get(registry)
+            if instance is None:
+                instance = cls._instances[registry] = cls(registry)
+            return instance  # type: ignore[return-value]
 
 
 class RpcMetrics:
@@ -93,20 +123,14 @@ class RpcMetrics:
         self._seconds.observe(seconds)
 
 
-class GrpcMetrics:
+class GrpcMetrics(PerRegistry):
     """The five go-grpc-prometheus metrics for one side (``server`` or ``client``) in one registry."""
 
     side: ClassVar[str]
-    _instances: ClassVar[weakref.WeakKeyDictionary[CollectorRegistry, GrpcMetrics]]
-    _lock: ClassVar[threading.Lock]
-
-    def __init_subclass__(cls) -> None:
-        cls._instances = weakref.WeakKeyDictionary()
-        cls._lock = threading.Lock()
 
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
+        super().__init__(registry)
         side = self.side
-        self.registry = registry
         self.started = Counter(
             f"grpc_{side}_started_total",
             f"Total number of RPCs started on the {side}.",
@@ -141,19 +165,6 @@ class GrpcMetrics:
             buckets=GO_DEFAULT_BUCKETS,
         )
         self._by_method: dict[tuple[str, str], RpcMetrics] = {}
-
-    @classmethod
-    def for_registry(cls, registry: CollectorRegistry = REGISTRY) -> Self:
-        """Return the one instance for ``registry``, creating it on first use.
-
-        A registry refuses a second metric with the same name, so every server or channel in a
-        process must share the instance; this is the way to get it.
-        """
-        with cls._lock:
-            instance = cls._instances.get(registry)
-            if instance is None:
-                instance = cls._instances[registry] = cls(registry)
-            return instance  # type: ignore[return-value]
 
     def rpc(self, full_method: str, rpc_type: str) -> RpcMetrics:
         """Return the metric children for ``full_method`` (``/pkg.Service/Method``) of ``rpc_type``."""

@@ -7,12 +7,9 @@ Transitions count real changes only: the first evaluation sets the status and is
 
 from __future__ import annotations
 
-import threading
-import weakref
-from typing import ClassVar, Self
-
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
+from meshcore.metrics import PerRegistry
 from services.health.hysteresis import Transition
 from services.health.logic import HealthReport, HealthStatus, ServingStatus, status_name
 from services.health.watch import WatchHub
@@ -22,13 +19,8 @@ __all__ = ["HealthMetrics"]
 _EVALUATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
-class HealthMetrics:
+class HealthMetrics(PerRegistry):
     """The metric set in one registry; implements ``monitor.MonitorObserver``."""
-
-    _instances: ClassVar[weakref.WeakKeyDictionary[CollectorRegistry, HealthMetrics]] = (
-        weakref.WeakKeyDictionary()
-    )
-    _lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
         self.status = Gauge(
@@ -69,15 +61,6 @@ class HealthMetrics:
             buckets=_EVALUATION_BUCKETS,
         )
         self.watchers = Gauge("mailmesh_health_watchers", "Open WatchHealth streams.", registry=registry)
-
-    @classmethod
-    def for_registry(cls, registry: CollectorRegistry = REGISTRY) -> Self:
-        """The one instance for ``registry``, created on first use."""
-        with cls._lock:
-            found = cls._instances.get(registry)
-            if found is None:
-                found = cls._instances[registry] = cls(registry)
-            return found  # type: ignore[return-value]
 
     def follow_watchers(self, hub: WatchHub) -> None:
         """Report ``hub``'s open streams as ``mailmesh_health_watchers`` (read at scrape time)."""

@@ -9,11 +9,9 @@ cursor and ``full`` otherwise.
 
 from __future__ import annotations
 
-import threading
-import weakref
-from typing import ClassVar, Self
-
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
+
+from meshcore.metrics import PerRegistry
 
 __all__ = ["BATCH_SIZE_BUCKETS", "HistoryMetrics"]
 
@@ -23,13 +21,8 @@ BATCH_SIZE_BUCKETS = tuple(float(1024 * 4**k) for k in range(10))
 _GO_DEFAULT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
-class HistoryMetrics:
+class HistoryMetrics(PerRegistry):
     """The metric set in one registry; get it with :meth:`for_registry` (a registry refuses duplicates)."""
-
-    _instances: ClassVar[weakref.WeakKeyDictionary[CollectorRegistry, HistoryMetrics]] = (
-        weakref.WeakKeyDictionary()
-    )
-    _lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
         self.envelopes = Counter(
@@ -77,15 +70,6 @@ class HistoryMetrics:
             ("filter", "history"),
             registry=registry,
         )
-
-    @classmethod
-    def for_registry(cls, registry: CollectorRegistry = REGISTRY) -> Self:
-        """The one instance for ``registry``, created on first use."""
-        with cls._lock:
-            found = cls._instances.get(registry)
-            if found is None:
-                found = cls._instances[registry] = cls(registry)
-            return found  # type: ignore[return-value]
 
     def failure(self, kind: str) -> None:
         """Count a failed request of ``kind`` (validation, iterator, process)."""

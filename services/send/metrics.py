@@ -7,12 +7,9 @@ SENDING change is, an outcome when its final change is.
 
 from __future__ import annotations
 
-import threading
-import weakref
-from typing import ClassVar, Self
-
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
+from meshcore.metrics import PerRegistry
 from msgstore.types import OutboxEntry, SendState
 
 __all__ = ["SendMetrics"]
@@ -20,13 +17,8 @@ __all__ = ["SendMetrics"]
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
-class SendMetrics:
+class SendMetrics(PerRegistry):
     """The metric set in one registry; implements ``ports.EngineObserver``."""
-
-    _instances: ClassVar[weakref.WeakKeyDictionary[CollectorRegistry, SendMetrics]] = (
-        weakref.WeakKeyDictionary()
-    )
-    _lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
         self.requests = Counter(
@@ -65,15 +57,6 @@ class SendMetrics:
             registry=registry,
             buckets=_LATENCY_BUCKETS,
         )
-
-    @classmethod
-    def for_registry(cls, registry: CollectorRegistry = REGISTRY) -> Self:
-        """The one instance for ``registry``, created on first use."""
-        with cls._lock:
-            found = cls._instances.get(registry)
-            if found is None:
-                found = cls._instances[registry] = cls(registry)
-            return found  # type: ignore[return-value]
 
     def changed(self, before: OutboxEntry | None, after: OutboxEntry) -> None:
         """Count one saved change."""

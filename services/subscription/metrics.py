@@ -7,13 +7,11 @@ name).
 
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Sequence
-from typing import ClassVar, Self
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 
+from meshcore.metrics import PerRegistry
 from msgstore.types import Event, MessageOrigin, Record
 from services.subscription.hub import EventHub
 from services.subscription.inputs import RecordInputs
@@ -25,13 +23,8 @@ __all__ = ["SubscriptionMetrics"]
 _ORIGINS = {MessageOrigin.SEND: "send", MessageOrigin.SUBSCRIPTION: "subscription"}
 
 
-class SubscriptionMetrics:
+class SubscriptionMetrics(PerRegistry):
     """The metric set in one registry."""
-
-    _instances: ClassVar[weakref.WeakKeyDictionary[CollectorRegistry, SubscriptionMetrics]] = (
-        weakref.WeakKeyDictionary()
-    )
-    _lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
         self.subscriptions = Gauge(
@@ -71,15 +64,6 @@ class SubscriptionMetrics:
             "Records the recurring stored check still asks about.",
             registry=registry,
         )
-
-    @classmethod
-    def for_registry(cls, registry: CollectorRegistry = REGISTRY) -> Self:
-        """The one instance for ``registry``, created on first use."""
-        with cls._lock:
-            found = cls._instances.get(registry)
-            if found is None:
-                found = cls._instances[registry] = cls(registry)
-            return found  # type: ignore[return-value]
 
     def follow(self, recorder: Recorder, hub: EventHub, inputs: RecordInputs) -> None:
         """Read the gauges from the live objects at scrape time; count every commit."""
