@@ -12,7 +12,7 @@ import math
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
-__all__ = ["clip_utf8", "duration", "timestamp"]
+__all__ = ["clip_utf8", "duration", "seconds", "timestamp"]
 
 
 def timestamp(unix: float) -> Timestamp:
@@ -28,10 +28,19 @@ def timestamp(unix: float) -> Timestamp:
     return Timestamp(seconds=seconds, nanos=nanos)
 
 
-def duration(seconds: float) -> Duration:
-    """``seconds`` as a Duration, to the nearest nanosecond."""
+def seconds(stamp: Timestamp) -> float:
+    """A Timestamp as UNIX seconds (fractional), the float nearest to the exact value.
+
+    Integer nanoseconds over an integer divisor: CPython rounds that division once, correctly, where
+    ``seconds + nanos / 1e9`` rounds twice (1.747 s would come back as 1.7469999999999999).
+    """
+    return (stamp.seconds * 1_000_000_000 + stamp.nanos) / 1_000_000_000
+
+
+def duration(span_s: float) -> Duration:
+    """``span_s`` seconds as a Duration, to the nearest nanosecond."""
     span = Duration()
-    span.FromNanoseconds(round(seconds * 1e9))
+    span.FromNanoseconds(round(span_s * 1e9))
     return span
 
 

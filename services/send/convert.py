@@ -5,20 +5,19 @@ from __future__ import annotations
 from mailmesh.common.v1 import common_pb2
 from mailmesh.send.v1 import send_pb2
 from meshcore.protoconv import timestamp
+from msgproto.common import error_to_proto, message_to_proto, progress_to_proto
 from msgstore.types import (
     ConfirmMode,
     Message,
-    MessageError,
     OutboxEntry,
     OutboxFilter,
     SendPriority,
-    SendProgress,
     SendState,
 )
 from services.send.errors import InvalidMessage
 from services.send.validation import SendInput
 
-__all__ = ["filter_from", "input_from", "message_to", "state_to", "status_to", "watch_start"]
+__all__ = ["filter_from", "input_from", "state_to", "status_to", "watch_start"]
 
 _MAX_IDS = 1000  # send.proto ListSendStatusesRequest.request_ids: at most 1000
 
@@ -56,54 +55,9 @@ def input_from(request: send_pb2.SendRequest) -> SendInput:
     )
 
 
-def message_to(m: Message) -> common_pb2.WakuMessage:
-    """A domain message as a WakuMessage (absent optional fields stay absent)."""
-    out = common_pb2.WakuMessage(payload=m.payload, content_topic=m.content_topic)
-    if m.version is not None:
-        out.version = m.version
-    if m.timestamp is not None:
-        out.timestamp = m.timestamp
-    if m.meta is not None:
-        out.meta = m.meta
-    if m.rate_limit_proof is not None:
-        out.rate_limit_proof = m.rate_limit_proof
-    if m.ephemeral is not None:
-        out.ephemeral = m.ephemeral
-    return out
-
-
 def state_to(state: SendState) -> common_pb2.SendState.ValueType:
     """A SendState as its proto number."""
     return common_pb2.SendState.ValueType(int(state))
-
-
-def _error_to(e: MessageError) -> common_pb2.MessageError:
-    return common_pb2.MessageError(
-        kind=common_pb2.MessageErrorKind.ValueType(int(e.kind)),
-        detail=e.detail,
-        envelope_fault=common_pb2.EnvelopeFault.ValueType(e.envelope_fault),
-        attempt=e.attempt,
-        occurred_at=timestamp(e.occurred_at),
-    )
-
-
-def _progress_to(p: SendProgress) -> common_pb2.SendProgress:
-    out = common_pb2.SendProgress(
-        state=state_to(p.state),
-        priority=common_pb2.SendPriority.ValueType(int(p.priority)),
-        attempts=p.attempts,
-        max_attempts=p.max_attempts,
-        relayed_peers=p.relayed_peers,
-        store_confirmation=p.store_confirmation,
-        scheduled_at=timestamp(p.scheduled_at),
-    )
-    if p.last_attempt_at is not None:
-        out.last_attempt_at.CopyFrom(timestamp(p.last_attempt_at))
-    if p.next_attempt_at is not None:
-        out.next_attempt_at.CopyFrom(timestamp(p.next_attempt_at))
-    if p.finished_at is not None:
-        out.finished_at.CopyFrom(timestamp(p.finished_at))
-    return out
 
 
 def status_to(e: OutboxEntry) -> send_pb2.SendStatus:
@@ -112,17 +66,17 @@ def status_to(e: OutboxEntry) -> send_pb2.SendStatus:
         request_id=e.request_id,
         message_hash=e.message_hash,
         pubsub_topic=e.pubsub_topic,
-        message=message_to(e.message),
+        message=message_to_proto(e.message),
         sending=e.sending,
         sent=e.sent,
         stored=e.stored,
-        progress=_progress_to(e.progress),
+        progress=progress_to_proto(e.progress),
         envelope_hash=e.envelope_hash,
         sequence=e.sequence,
         updated_at=timestamp(e.updated_at),
     )
     if e.error is not None:
-        out.error.CopyFrom(_error_to(e.error))
+        out.error.CopyFrom(error_to_proto(e.error))
     if e.sent_at is not None:
         out.sent_at.CopyFrom(timestamp(e.sent_at))
     if e.stored_at is not None:

@@ -6,22 +6,23 @@ UNIX seconds as floats in the domain and ``google.protobuf.Timestamp`` on the wi
 
 from __future__ import annotations
 
-from google.protobuf.timestamp_pb2 import Timestamp
-
 from mailmesh.common.v1 import common_pb2
 from mailmesh.send.v1 import send_pb2
 from mailmesh.subscription.v1 import subscription_pb2
+from meshcore.protoconv import seconds, timestamp
+from msgproto.common import (
+    error_from_proto,
+    error_to_proto,
+    message_from_proto,
+    message_to_proto,
+    progress_from_proto,
+    progress_to_proto,
+)
 from msgstore.types import (
     Event,
     EventType,
     HealthStatus,
-    Message,
-    MessageError,
-    MessageErrorKind,
     Record,
-    SendPriority,
-    SendProgress,
-    SendState,
     Subscription,
 )
 from services.subscription.rules import SendUpdate
@@ -43,102 +44,6 @@ WAKU_API_NAMES = {
 }
 
 
-def _timestamp(seconds: float) -> Timestamp:
-    stamp = Timestamp()
-    stamp.FromNanoseconds(round(seconds * 1e9))
-    return stamp
-
-
-def _seconds(stamp: Timestamp) -> float:
-    return stamp.ToNanoseconds() / 1e9
-
-
-def message_to_proto(message: Message) -> common_pb2.WakuMessage:
-    """The 14/WAKU2 message; absent optional fields stay absent."""
-    out = common_pb2.WakuMessage(payload=message.payload, content_topic=message.content_topic)
-    if message.version is not None:
-        out.version = message.version
-    if message.timestamp is not None:
-        out.timestamp = message.timestamp
-    if message.meta is not None:
-        out.meta = message.meta
-    if message.rate_limit_proof is not None:
-        out.rate_limit_proof = message.rate_limit_proof
-    if message.ephemeral is not None:
-        out.ephemeral = message.ephemeral
-    return out
-
-
-def message_from_proto(message: common_pb2.WakuMessage) -> Message:
-    """The domain message; unset optional fields are None."""
-    return Message(
-        payload=message.payload,
-        content_topic=message.content_topic,
-        version=message.version if message.HasField("version") else None,
-        timestamp=message.timestamp if message.HasField("timestamp") else None,
-        meta=message.meta if message.HasField("meta") else None,
-        rate_limit_proof=message.rate_limit_proof if message.HasField("rate_limit_proof") else None,
-        ephemeral=message.ephemeral if message.HasField("ephemeral") else None,
-    )
-
-
-def _error_to_proto(error: MessageError) -> common_pb2.MessageError:
-    out = common_pb2.MessageError(
-        kind=int(error.kind),  # type: ignore[arg-type]
-        detail=error.detail,
-        envelope_fault=error.envelope_fault,  # type: ignore[arg-type]
-        attempt=error.attempt,
-    )
-    if error.occurred_at:
-        out.occurred_at.CopyFrom(_timestamp(error.occurred_at))
-    return out
-
-
-def _error_from_proto(error: common_pb2.MessageError) -> MessageError:
-    return MessageError(
-        kind=MessageErrorKind(error.kind),
-        detail=error.detail,
-        envelope_fault=int(error.envelope_fault),
-        attempt=error.attempt,
-        occurred_at=_seconds(error.occurred_at) if error.HasField("occurred_at") else 0.0,
-    )
-
-
-def _progress_to_proto(progress: SendProgress) -> common_pb2.SendProgress:
-    out = common_pb2.SendProgress(
-        state=int(progress.state),  # type: ignore[arg-type]
-        priority=int(progress.priority),  # type: ignore[arg-type]
-        attempts=progress.attempts,
-        max_attempts=progress.max_attempts,
-        relayed_peers=progress.relayed_peers,
-        store_confirmation=progress.store_confirmation,
-    )
-    out.scheduled_at.CopyFrom(_timestamp(progress.scheduled_at))
-    for name in ("last_attempt_at", "next_attempt_at", "finished_at"):
-        value = getattr(progress, name)
-        if value is not None:
-            getattr(out, name).CopyFrom(_timestamp(value))
-    return out
-
-
-def _progress_from_proto(progress: common_pb2.SendProgress) -> SendProgress:
-    def optional(name: str) -> float | None:
-        return _seconds(getattr(progress, name)) if progress.HasField(name) else None  # type: ignore[arg-type]
-
-    return SendProgress(
-        state=SendState(progress.state),
-        priority=SendPriority(progress.priority),
-        attempts=progress.attempts,
-        max_attempts=progress.max_attempts,
-        relayed_peers=progress.relayed_peers,
-        store_confirmation=progress.store_confirmation,
-        scheduled_at=_seconds(progress.scheduled_at),
-        last_attempt_at=optional("last_attempt_at"),
-        next_attempt_at=optional("next_attempt_at"),
-        finished_at=optional("finished_at"),
-    )
-
-
 def record_to_proto(record: Record) -> common_pb2.MessageRecord:
     """The MessageRecord a client sees."""
     out = common_pb2.MessageRecord(
@@ -156,16 +61,16 @@ def record_to_proto(record: Record) -> common_pb2.MessageRecord:
         revision=record.revision,
     )
     if record.error is not None:
-        out.error.CopyFrom(_error_to_proto(record.error))
+        out.error.CopyFrom(error_to_proto(record.error))
     if record.send_progress is not None:
-        out.send_progress.CopyFrom(_progress_to_proto(record.send_progress))
-    out.created_at.CopyFrom(_timestamp(record.created_at))
+        out.send_progress.CopyFrom(progress_to_proto(record.send_progress))
+    out.created_at.CopyFrom(timestamp(record.created_at))
     if record.updated_at:
-        out.updated_at.CopyFrom(_timestamp(record.updated_at))
+        out.updated_at.CopyFrom(timestamp(record.updated_at))
     for name in ("sent_at", "stored_at", "received_at"):
         value = getattr(record, name)
         if value is not None:
-            getattr(out, name).CopyFrom(_timestamp(value))
+            getattr(out, name).CopyFrom(timestamp(value))
     return out
 
 
@@ -180,7 +85,7 @@ def subscription_to_proto(subscription: Subscription) -> subscription_pb2.Subscr
         store_confirmation=subscription.store_confirmation,
         received_count=subscription.received_count,
     )
-    out.created_at.CopyFrom(_timestamp(subscription.created_at))
+    out.created_at.CopyFrom(timestamp(subscription.created_at))
     return out
 
 
@@ -192,7 +97,7 @@ def event_to_proto(event: Event) -> subscription_pb2.Event:
         name=event.type.spec_name,
         waku_api_name=WAKU_API_NAMES.get(event.type, ""),
     )
-    out.emitted_at.CopyFrom(_timestamp(event.emitted_at))
+    out.emitted_at.CopyFrom(timestamp(event.emitted_at))
     if event.record is not None:
         out.record.CopyFrom(record_to_proto(event.record))
     elif event.health is not None:
@@ -218,10 +123,10 @@ def send_update_from_proto(status: send_pb2.SendStatus) -> SendUpdate:
         sending=status.sending,
         sent=status.sent,
         stored=status.stored,
-        error=_error_from_proto(status.error) if status.HasField("error") else None,
-        progress=_progress_from_proto(status.progress) if status.HasField("progress") else None,
+        error=error_from_proto(status.error) if status.HasField("error") else None,
+        progress=progress_from_proto(status.progress) if status.HasField("progress") else None,
         envelope_hash=status.envelope_hash,
-        updated_at=_seconds(status.updated_at) if status.HasField("updated_at") else 0.0,
+        updated_at=seconds(status.updated_at) if status.HasField("updated_at") else 0.0,
     )
 
 
