@@ -1,4 +1,8 @@
-"""The SQLite archive's schema and migrations, its pragmas, and sqlite3 → dbkit → archivestore errors."""
+"""The SQLite archive's schema and migrations, and sqlite3 → dbkit → archivestore errors end to end.
+
+The pragmas and the per-code translation are dbkit's and tested there (tests/unit/dbkit/test_dbkit_sqlite.py);
+the DbError → archive error mapping is in test_archivestore_db_errors.py.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,6 @@ import pytest
 from archivestore.errors import SchemaError, StoreCorrupt, StoreError, StoreUnavailable, from_db
 from archivestore.sqlite.schema import MIGRATIONS, SCHEMA_VERSION, migrate
 from dbkit.errors import DbError
-from dbkit.sqlite.connection import configure_reader, configure_writer
 from dbkit.sqlite.connection import translate_error as dbkit_translate_error
 from dbkit.sqlite.migrations import Migration
 
@@ -95,52 +98,6 @@ def test_a_version_row_without_its_tables_is_a_schema_error(memory: sqlite3.Conn
     memory.execute("INSERT INTO schema_migrations VALUES (1, 'claimed', 0)")
     with pytest.raises(SchemaError, match="missing"):
         migrate(memory, now=0)
-
-
-def test_writer_pragmas_on_a_new_file(tmp_path: Path) -> None:
-    conn = sqlite3.connect(tmp_path / "a.db", isolation_level=None)
-    configure_writer(conn, busy_timeout_ms=1234, page_size=16384)
-    migrate(conn, now=0)
-    assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-    assert conn.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL
-    assert conn.execute("PRAGMA busy_timeout").fetchone() == (1234,)
-    assert conn.execute("PRAGMA page_size").fetchone() == (16384,)
-    conn.close()
-    again = sqlite3.connect(tmp_path / "a.db", isolation_level=None)
-    configure_writer(again, busy_timeout_ms=10, page_size=4096)  # an existing file keeps its page size
-    assert again.execute("PRAGMA page_size").fetchone() == (16384,)
-    reader = sqlite3.connect(tmp_path / "a.db", isolation_level=None)
-    configure_reader(reader, busy_timeout_ms=10)
-    with pytest.raises(sqlite3.OperationalError, match="readonly"):
-        reader.execute("DELETE FROM envelopes")
-    reader.close()
-    again.close()
-
-
-def _error(cls: type[sqlite3.Error], code: int, message: str = "boom") -> sqlite3.Error:
-    err = cls(message)
-    err.sqlite_errorcode = code
-    return err
-
-
-@pytest.mark.parametrize(
-    ("code", "expected"),
-    [
-        (5, StoreUnavailable),  # BUSY
-        (5 | (3 << 8), StoreUnavailable),  # BUSY_TIMEOUT (extended code)
-        (6, StoreUnavailable),  # LOCKED
-        (10 | (4 << 8), StoreUnavailable),  # IOERR_FSYNC
-        (13, StoreUnavailable),  # FULL
-        (14, StoreUnavailable),  # CANTOPEN
-        (11, StoreCorrupt),  # CORRUPT
-        (26, StoreCorrupt),  # NOTADB
-        (19, StoreError),  # CONSTRAINT: a bug, not the backend's state
-    ],
-)
-def test_translate_error_by_result_code(code: int, expected: type[StoreError]) -> None:
-    translated = translate_error(_error(sqlite3.OperationalError, code), "put")
-    assert type(translated) is expected
-    assert str(translated).startswith("sqlite put: ")
 
 
 def test_missing_tables_translate_to_schema_error(memory: sqlite3.Connection) -> None:
