@@ -300,9 +300,9 @@ def test_dockerfile_bakes_the_connector_and_runs_as_non_root() -> None:
     assert "COPY --from=connector /build/jars/ /opt/spark/jars/" in text
     assert re.search(r"^USER 185:185$", text, re.M)
     assert 'ENTRYPOINT ["/usr/bin/tini", "--", "/opt/entrypoint.sh"]' in text
-    assert "uv pip install --system --no-cache -r requirements.lock" in text
-    uv = re.search(r"^UV_VERSION\s*:=\s*(\S+)", (ROOT / "Makefile").read_text(), re.M)
-    assert uv and f"ARG UV_VERSION={uv.group(1)}" in text  # same installer as `make venv`
+    # The same installer as `make venv` (tools/install_deps.sh), with the spark extra only.
+    assert "tools/install_deps.sh /opt/venv/bin/python spark" in text
+    assert "tools/install_deps.sh $(PY) dev spark" in (ROOT / "Makefile").read_text()
     assert re.search(r"^ARG PYTHON_IMAGE=python:3\.11\.", text, re.M)  # pyproject: requires-python 3.11
     pom = (ROOT / "spark" / "connector" / "pom.xml").read_text()
     assert "<artifactId>spark-cassandra-connector_2.12</artifactId>" in pom
