@@ -51,6 +51,7 @@ bootstrap: $(STAMP_VENV) $(STAMP_PROTO) ## Everything `run` and `test` need on a
 include mk/cassandra.mk
 -include mk/spark.mk
 -include mk/interop.mk
+-include mk/helm.mk
 
 ## ---------------------------------------------------------------- run
 .PHONY: run
