@@ -147,10 +147,10 @@ def component(doc: Doc) -> str:
 
 
 def of_kind(docs: list[Doc], kind: str) -> dict[str, Doc]:
-    """Objects of ``kind`` by component (one per component)."""
+    """Objects of ``kind`` by component, one each (the edge peer's per-replica devp2p Services aside)."""
     out: dict[str, Doc] = {}
     for doc in docs:
-        if doc["kind"] == kind:
+        if doc["kind"] == kind and not doc["metadata"]["name"].endswith("-p2p"):
             assert component(doc) not in out, f"two {kind}s for {component(doc)}"
             out[component(doc)] = doc
     return out
