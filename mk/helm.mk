@@ -67,7 +67,7 @@ helm-lint: helm-tools ## helm lint --strict charts/mailmesh with every ci/*-valu
 # k8s/mailmesh/ is the production scenario rendered with the Spark job left out (k8s/spark/ holds it, kustomize
 # adds it) and kustomize's own namespace; tests/charts/test_chart_k8s.py fails when the file has drifted.
 k8s-render: helm-tools bootstrap ## Regenerate k8s/mailmesh/ (kustomize base) from the chart's production scenario
-	$(PY) -m tests.charts.render_k8s --helm $(HELM) --chart $(CHART) --out k8s/mailmesh
+	$(PY) -m tests.charts.render_k8s --out k8s/mailmesh
 
 # Every test tier includes tests/charts: build the tools first.
 test: helm-tools
