@@ -8,7 +8,6 @@ SHELL        := /bin/bash
 PYTHON_SYS   ?= python3
 VENV         := .venv
 PY           := $(VENV)/bin/python
-UV_VERSION   := 0.13.8
 STAMP_VENV   := $(VENV)/.stamp
 GEN          := gen/python
 PROTO_FILES  := $(shell find protos -name '*.proto' 2>/dev/null | sort)
@@ -23,10 +22,10 @@ help: ## Show this help
 	@awk 'BEGIN {FS = ":.*##"; printf "Mailmesh make targets:\n"} /^[a-zA-Z0-9_.-]+:.*##/ { printf "  \033[36m%-20s\033[0m %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 ## ---------------------------------------------------------------- set-up
-$(STAMP_VENV): requirements.lock pyproject.toml
+$(STAMP_VENV): requirements.lock pyproject.toml tools/install_deps.sh
 	@test -x $(PY) || $(PYTHON_SYS) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check uv==$(UV_VERSION)
-	$(VENV)/bin/uv pip install -q --python $(PY) -r requirements.lock
+	@# The same script the images run (deploy/docker/Dockerfile, k8s/spark/Dockerfile), with every extra.
+	tools/install_deps.sh $(PY) dev spark
 	@# Our import roots: shared libs, generated protos, and the repo root (for `services.*`).
 	@site=$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
 	  printf '%s\n' "$(CURDIR)/libs" "$(CURDIR)/$(GEN)" "$(CURDIR)" > "$$site/mailmesh.pth"
@@ -52,6 +51,7 @@ bootstrap: $(STAMP_VENV) $(STAMP_PROTO) ## Everything `run` and `test` need on a
 include mk/cassandra.mk
 -include mk/spark.mk
 -include mk/interop.mk
+-include mk/helm.mk
 
 ## ---------------------------------------------------------------- run
 .PHONY: run
