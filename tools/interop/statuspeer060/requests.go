@@ -9,7 +9,8 @@ package main
 //     default (50 s). The request ID is the envelope hash.
 //   - request-plain: protocol/transport/waku Transport.SendMessagesRequest → createMessagesRequest →
 //     Waku.SendMessagesRequest: ID = the 32 ASCII hex characters of a random UUID, Bloom = the OR of the
-//     filters' topic blooms (Topics empty). The Messenger always asks Limit 100; here the limit is an argument.
+//     filters' topic blooms and the zero topic's (Topics empty). The Messenger always asks Limit 100; here the
+//     limit is an argument.
 //   - request-topics: a MessagesRequest with Topics and no bloom, which common.MessagesRequest carries and
 //     Validate accepts ("one must be non-empty"), as later status-go clients send it.
 
@@ -137,7 +138,9 @@ func (g *statusPeer) requestPlain(lower, upper uint32, topics []common.TopicType
 			req.Topics = append(req.Topics, append([]byte{}, t[:]...))
 		}
 	} else {
-		req.Bloom = topicsToBloom(topics)
+		// SendMessagesRequest collects the filters' topics into make([]TopicType, len(filters)) and then
+		// appends, so the zero topic's bloom (bit 0 of byte 0) is ORed into every request it sends.
+		req.Bloom = topicsToBloom(append([]common.TopicType{{}}, topics...))
 	}
 	// The ID status-go's events carry: gethcommon.BytesToHash(request.ID), i.e. the 32 ID bytes.
 	g.mu.Lock()

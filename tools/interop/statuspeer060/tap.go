@@ -2,7 +2,8 @@ package main
 
 // The wire tap (as in tools/interop/statuspeer): every waku packet status-go reads or writes passes through
 // unchanged and is reported as a JSON line, decoded by the session's protocol version (waku/v1 and waku/v0 use
-// the same codes; they differ in the Status form and the option keys).
+// the same codes; they differ in the Status form and the option keys). Packets read are reported before
+// status-go handles them, packets written once written.
 
 import (
 	"bytes"
@@ -81,14 +82,21 @@ func (r *tappedRW) ReadMsg() (p2p.Msg, error) {
 	return msg, nil
 }
 
+// WriteMsg reports a packet once it is written: p2p's WriteMsg returns after the frame went to the socket, so
+// a driver that saw the line may act on it (e.g. disconnect) without cutting the packet off.
 func (r *tappedRW) WriteMsg(msg p2p.Msg) error {
 	payload, err := ioutil.ReadAll(msg.Payload)
 	if err != nil {
 		return err
 	}
 	msg.Payload = bytes.NewReader(payload)
+	err = r.rw.WriteMsg(msg)
+	if err != nil {
+		stdout.emit("write-failed", map[string]interface{}{"code": msg.Code, "peer": r.peer.ID().String(),
+			"error": err.Error()})
+	}
 	r.observe("out", msg.Code, payload)
-	return r.rw.WriteMsg(msg)
+	return err
 }
 
 // items splits an RLP list payload into its raw items.
