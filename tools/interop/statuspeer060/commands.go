@@ -1,10 +1,12 @@
 package main
 
-// The command loop (as tools/interop/statuspeer) and the commands that change this node's settings through
-// status-go's own API, each of which status-go announces to its peers as a waku/1 Status Update (code 22).
+// The command loop (as tools/interop/statuspeer), the commands that change this node's settings through
+// status-go's own API, each of which status-go announces to its peers as a waku/1 Status Update (code 22), and
+// a direct use of status-go's waku/1 option decoder.
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -139,6 +141,11 @@ func (g *statusPeer) command(f []string) (map[string]interface{}, error) {
 		return map[string]interface{}{"count": n}, nil
 	case "subscribe", "set-bloom", "set-pow", "light-update":
 		return g.settingsCommand(f)
+	case "decode-options":
+		if len(f) < 2 {
+			return nil, fmt.Errorf("decode-options HEX")
+		}
+		return decodeOptions(f[1])
 	}
 	return nil, fmt.Errorf("unknown command %q", f[0])
 }
@@ -266,4 +273,46 @@ func (g *statusPeer) post(n int) (map[string]interface{}, error) {
 		})
 	}
 	return map[string]interface{}{"count": n, "hashes": hashes}, nil
+}
+
+// decodeOptions runs status-go's own waku/1 StatusOptions decoder (waku/v1/status_options.go DecodeRLP) on a
+// payload the way handshake reads a Status (rlp.NewStream(payload, size).Decode; handleStatusUpdateCode's
+// packet.Decode is the same Stream.Decode) — neither checks for unread input after the value — and reports
+// what it kept; absent options are omitted.
+func decodeOptions(text string) (map[string]interface{}, error) {
+	payload, err := hex.DecodeString(text)
+	if err != nil {
+		return nil, fmt.Errorf("decode-options: %v", err)
+	}
+	var o v1.StatusOptions
+	if err := rlp.NewStream(bytes.NewReader(payload), uint64(len(payload))).Decode(&o); err != nil {
+		return map[string]interface{}{"error": err.Error()}, nil
+	}
+	opts := map[string]interface{}{}
+	if pow := o.PoWRequirementF(); pow != nil {
+		opts["0"] = *pow
+	}
+	if o.BloomFilter != nil {
+		opts["1"] = hex.EncodeToString(o.BloomFilter)
+	}
+	if o.LightNodeEnabled != nil {
+		opts["2"] = *o.LightNodeEnabled
+	}
+	if o.ConfirmationsEnabled != nil {
+		opts["3"] = *o.ConfirmationsEnabled
+	}
+	if o.PacketRateLimits != nil {
+		opts["4"] = []uint64{o.PacketRateLimits.IPLimits, o.PacketRateLimits.PeerIDLimits, o.PacketRateLimits.TopicLimits}
+	}
+	if o.TopicInterest != nil {
+		topics := []string{}
+		for _, t := range o.TopicInterest {
+			topics = append(topics, hex.EncodeToString(t[:]))
+		}
+		opts["5"] = topics
+	}
+	if o.BytesRateLimits != nil {
+		opts["6"] = []uint64{o.BytesRateLimits.IPLimits, o.BytesRateLimits.PeerIDLimits, o.BytesRateLimits.TopicLimits}
+	}
+	return map[string]interface{}{"options": opts}, nil
 }

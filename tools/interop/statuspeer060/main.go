@@ -24,6 +24,7 @@
 //	set-bloom TOPIC…                                Waku.SetBloomFilter of those topics (Status Update, key 1)
 //	set-pow POW                                     Waku.SetMinimumPoW (Status Update, key 0)
 //	light-update true|false                         a Status Update with key 2 only, v1.StatusOptions' encoding
+//	decode-options HEX                              status-go's waku/1 option decoder applied to HEX (no network)
 //	quit
 package main
 
@@ -252,6 +253,9 @@ func start(s *settings) (*statusPeer, error) {
 		"status_go": StatusGoVersion, "go": runtime.Version(), "client": name, "min_pow": s.minPow,
 		"mailserver": s.msDir != "", "topic": "0x" + hex.EncodeToString(s.topic[:]), "caps": capNames(protocols),
 		"bloom_mode": s.bloomMode, "light": s.light, "confirmations": s.confirmations,
+		// The Message Response error codes (waku/common/const.go: iota inside a long const block).
+		"envelope_error_codes": map[string]uint{"time_not_synced": common.EnvelopeTimeNotSynced,
+			"other": common.EnvelopeOtherError},
 	})
 	return g, nil
 }
