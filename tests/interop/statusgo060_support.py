@@ -28,6 +28,7 @@ from wakucodec.bloom import topic_to_bloom
 from wakucodec.envelope import Envelope
 from wakucodec.historyrequest import Dialect
 from wakucodec.keccak import keccak256
+from wakucodec.pow import calculate_pow, rlp_without_nonce
 from wakucodec.requestdialects import decode_plain
 from wakucodec.requests import DecodedRequest, RejectedRequest, decode_p2p_request
 from wakucodec.symmetric import key_from_password
@@ -43,6 +44,7 @@ TOPIC_MS = TOPICS["status060-mailserver"]
 #: waku/1 option values as raw RLP (hex), as the tap prints them.
 POW_0_000002 = "883ec0c6f7a0b5ed8d"  # RLP(uint64 bits of 0.000002): EDGE_MIN_POW
 POW_0_2 = "883fc999999999999a"  # RLP(uint64 bits of 0.2): status-go's DefaultMinimumPoW
+POW_0_4 = "883fd999999999999a"  # RLP(uint64 bits of 0.4)
 FULL_BLOOM = "b840" + "ff" * 64
 NO_LIMITS = "c3808080"  # RateLimits{0, 0, 0}
 #: The waku/1 option keys as status-go writes them: RLP integers 0..6 (0 is the empty string 0x80).
@@ -192,7 +194,7 @@ def assert_request_forms(peer: GoPeer, lower: int, upper: int) -> None:
 
 
 def sealed(text: str, topic_text: str, pow_target: float, signer: bytes) -> Envelope:
-    """One envelope on the shared channel, sealed by our codecs to ``pow_target`` (TTL 60 s)."""
+    """One envelope on the shared channel, sealed by our codecs to at least ``pow_target`` (TTL 60 s)."""
     return compose_envelope(
         text.encode(),
         topic=topic(topic_text),
@@ -201,6 +203,22 @@ def sealed(text: str, topic_text: str, pow_target: float, signer: bytes) -> Enve
         encryption=Encryption.from_password(PASSWORD),
         signing_key=signer,
     )
+
+
+def sealed_below(text: str, topic_text: str, lower: float, upper: float, signer: bytes) -> Envelope:
+    """One envelope whose PoW is in ``[lower, upper)``: the first nonce from 0 that lands there. (Sealing to a
+    target stops at the first nonce that reaches it, which may exceed it by any power of two — by luck, as
+    often as not; a test that needs a PoW *below* a bound has to pick the nonce.)"""
+    env = sealed(text, topic_text, 0, signer)  # nonce 0, unsealed
+    short = rlp_without_nonce(env)  # what the PoW hashes with the nonce (protocol-notes §1.3)
+    divisor = len(short) * env.ttl
+    for nonce in range(1 << 24):
+        lz = 256 - int.from_bytes(keccak256(short + nonce.to_bytes(8, "big")), "big").bit_length()
+        if lower <= 2.0**lz / divisor < upper:
+            found = env.with_nonce(nonce)
+            assert lower <= calculate_pow(found) < upper  # the codec's own formula agrees
+            return found
+    raise AssertionError(f"no nonce gives a PoW in [{lower}, {upper})")
 
 
 def publish(stub: edgepeer_pb2_grpc.EdgePeerServiceStub, envelopes: list[Envelope]) -> list[int]:

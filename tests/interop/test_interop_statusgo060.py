@@ -47,6 +47,7 @@ from tests.interop.statusgo060_support import (
     LIMIT,
     NO_PEERS,
     POW_0_2,
+    POW_0_4,
     PUBLISHED,
     TOPIC_BLOOM,
     TOPIC_BOTH_WAYS,
@@ -63,6 +64,7 @@ from tests.interop.statusgo060_support import (
     publish,
     received,
     sealed,
+    sealed_below,
     they_confirmed,
     view_until,
     we_confirmed,
@@ -202,8 +204,7 @@ def test_we_dial_statusgo060_and_our_relay_follows_its_status_updates(
         # us → status-go with PoW: five at 0.25 reach its filter; one below its 0.2 is held back.
         signer = secp.generate_private_key()
         ours = channel_posts("from mailmesh", TOPIC_BOTH_WAYS, 5, signer)
-        weak = sealed("too weak", TOPIC_BOTH_WAYS, 0.01, signer)
-        assert calculate_pow(weak) < DEFAULT_POW
+        weak = sealed_below("too weak", TOPIC_BOTH_WAYS, 0, DEFAULT_POW, signer)
         assert publish(stub, [*ours, weak]) == [PUBLISHED] * 5 + [NO_PEERS]
         c.command("wait-messages 5 20")
         delivered = [m for m in c.select("message") if not m["own"]]
@@ -244,15 +245,15 @@ def test_we_dial_statusgo060_and_our_relay_follows_its_status_updates(
         assert publish(stub, [in_bloom, outside]) == [PUBLISHED, NO_PEERS]
         received(c, in_bloom)
 
-        # 3. A higher PoW requirement (key 0 alone), between two envelopes' PoW: only the stronger goes.
-        low = sealed("low PoW", TOPIC_BLOOM, 0.25, signer)
-        high = sealed("high PoW", TOPIC_BLOOM, 2.5 * calculate_pow(low), signer)
-        requirement = (calculate_pow(low) + calculate_pow(high)) / 2
+        # 3. A higher PoW requirement (key 0 alone): an envelope that passed 0.2 but not 0.4 is held back, one
+        #    sealed to 0.4 goes.
+        low = sealed_below("low PoW", TOPIC_BLOOM, DEFAULT_POW, 0.4, signer)
+        high = sealed("high PoW", TOPIC_BLOOM, 0.4, signer)
         mark = len(c.events)
-        c.command(f"set-pow {requirement!r}")
+        c.command("set-pow 0.4")
         update = next_update(c, mark)
-        assert update["keys"] == [INT_KEYS["0"]]
-        view_until(channel, c, "the new PoW", lambda v: v.pow_requirement == requirement)
+        assert update["keys"] == [INT_KEYS["0"]] and update["options"]["0"] == POW_0_4
+        view_until(channel, c, "the new PoW", lambda v: v.pow_requirement == 0.4)
         assert publish(stub, [low, high]) == [NO_PEERS, PUBLISHED]
         received(c, high)
 
@@ -263,8 +264,8 @@ def test_we_dial_statusgo060_and_our_relay_follows_its_status_updates(
         assert update["keys"] == [INT_KEYS["2"]] and update["options"] == {"2": "01"}
         view_until(channel, c, "a light node", lambda v: v.light_node)
         view = edge_view(channel, c)
-        assert view.bloom == bloom and view.pow_requirement == requirement and view.confirmations_enabled
-        last = sealed("to a light node", TOPIC_BLOOM, 2.5 * calculate_pow(low), signer)
+        assert view.bloom == bloom and view.pow_requirement == 0.4 and view.confirmations_enabled
+        last = sealed("to a light node", TOPIC_BLOOM, 0.4, signer)
         assert publish(stub, [last]) == [PUBLISHED]  # light nodes still receive
         received(c, last)
 
