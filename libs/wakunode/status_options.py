@@ -12,8 +12,8 @@
 Decoding is as strict as Go's ``rlp`` where status-go is (canonical integers, exact pair and struct
 arities, 4-byte topics, ``0x80``/``0x01`` booleans) and raises :class:`~wakunode.errors.BadStatus`.
 Unknown keys are skipped and parsing *continues* (RFC6 "SHOULD be ignored"); status-go instead stops at the
-first unknown key (§3.4, inferred) — the two agree whenever unknown keys come last, as they do from any
-implementation that sends ascending keys.
+first unknown key (§3.4; observed with status-go v0.60.0's decoder in tests/interop) — the two agree whenever
+unknown keys come last, as they do from any implementation that sends ascending keys.
 """
 
 from __future__ import annotations

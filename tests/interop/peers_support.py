@@ -1,5 +1,6 @@
-"""Driving the real Go peers from the interop tests: go-ethereum v1.9.20 Whisper (``tools/interop/gethpeer``)
-and status-go v0.50.0 Waku (``tools/interop/statuspeer``); both speak the same stdin/JSON-lines protocol.
+"""Driving the real Go peers from the interop tests: go-ethereum v1.9.20 Whisper (``tools/interop/gethpeer``),
+status-go v0.50.0 Waku (``tools/interop/statuspeer``, waku/0) and status-go v0.60.0 Waku
+(``tools/interop/statuspeer060``, waku/1); all speak the same stdin/JSON-lines protocol.
 
 The binaries are built once per session by ``make -f mk/interop.mk interop-build`` (cached: a no-op when up to
 date). If the build cannot work on this machine the tests *fail* with make's output — they never skip.
@@ -32,6 +33,8 @@ from wakucodec.envelope import Envelope, decode_envelope
 ROOT = Path(__file__).resolve().parents[2]
 GETHPEER = ROOT / "var" / "interop" / "gethpeer"
 STATUSPEER = ROOT / "var" / "interop" / "statuspeer"
+STATUSPEER060 = ROOT / "var" / "interop" / "statuspeer060"
+PEER_BINARIES = (GETHPEER, STATUSPEER, STATUSPEER060)
 BUILD_TIMEOUT_S = 900.0
 #: The mailserver password our edge peer accepts (tests/interop/conftest.py); the Go peers encrypt their
 #: requests with its PBKDF2 key.
@@ -50,6 +53,11 @@ TOPICS = {
     "status-history": "0x57a70005",
     "status-both-ways": "0x8b21d406",
     "status-mailserver": "0x2c6f3e07",
+    "status060-history": "0x60a1b209",
+    "status060-both-ways": "0x6b3c4d0a",
+    "status060-subscribed": "0x7e55910b",
+    "status060-bloom": "0x91d2e30c",
+    "status060-mailserver": "0xa4f6170d",
 }
 
 T = TypeVar("T")
@@ -91,7 +99,7 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def build_interop_peers() -> None:
-    """Build (or confirm up to date) both peer binaries; AssertionError with make's output if that fails."""
+    """Build (or confirm up to date) every peer binary; AssertionError with make's output if that fails."""
     try:
         proc = subprocess.run(
             ["make", "--no-print-directory", "-f", "mk/interop.mk", "interop-build"],
@@ -103,7 +111,7 @@ def build_interop_peers() -> None:
         )
     except (OSError, subprocess.TimeoutExpired) as err:
         raise AssertionError(f"cannot build the interop peers: {err}") from err
-    if proc.returncode != 0 or not (GETHPEER.is_file() and STATUSPEER.is_file()):
+    if proc.returncode != 0 or not all(binary.is_file() for binary in PEER_BINARIES):
         raise AssertionError(
             "building the interop peers failed (make -f mk/interop.mk interop-build, "
             f"exit {proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
@@ -111,7 +119,7 @@ def build_interop_peers() -> None:
 
 
 class GoPeer:
-    """One running peer process (gethpeer or statuspeer) and everything it printed."""
+    """One running peer process (gethpeer, statuspeer or statuspeer060) and everything it printed."""
 
     def __init__(self, binary: Path, args: Sequence[str], log: Path) -> None:
         self.log = log
