@@ -19,7 +19,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from meshcore.clients import make_channel
 from meshcore.server import Registration, build_server
-from meshcore.tracing import setup_tracing, start_span, traced_steps
+from meshcore.tracing import server_tracing_interceptor, setup_tracing, start_span, traced_steps
 from tests.unit.meshcore.support import SERVICE, Running, identity, runtime_for_tests, server_stream, unary
 
 FRONT = "meshcore.test.v1.Front"
@@ -196,3 +196,25 @@ def test_start_span_with_a_saved_parent_joins_its_trace(spans: tuple[TracerProvi
     assert attempt.context.trace_id == saved.trace_id
     assert attempt.parent is not None and attempt.parent.span_id == saved.span_id
     assert by_name["unrelated"].context.trace_id != saved.trace_id
+
+
+def test_a_call_whose_client_left_starts_its_span_without_a_warning(
+    spans: tuple[TracerProvider, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """gRPC reports an empty peer once the client is gone; the instrumentation logged a WARNING for each."""
+
+    class Gone:
+        def invocation_metadata(self) -> tuple[()]:
+            return ()
+
+        def peer(self) -> str:
+            return ""
+
+    class Details:
+        method = f"/{SERVICE}/Echo"
+
+    caplog.set_level(logging.WARNING)
+    interceptor = server_tracing_interceptor(spans[0])
+    with interceptor._start_span(Details(), Gone()) as span:  # type: ignore[attr-defined]
+        assert span.attributes["rpc.method"] == "Echo" and "net.peer.ip" not in span.attributes
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
