@@ -2,8 +2,8 @@
 
 One overview row (what an on-call engineer looks at first) and one row per service, every query against the
 ``${datasource}`` variable with ``$__rate_interval`` windows. A service is selected by its Prometheus ``job``
-label, which ends with the service's name (docs/operations.md "Metrics": the chart's ServiceMonitor gives
-``<release>-mailmesh-edge-peer``; a static scrape config names the job after the service), and optionally by
+label, which ends with the service's name (docs/operations.md "Metrics": the chart's ServiceMonitor takes it
+from the ``app.kubernetes.io/component`` label, ``edge-peer``; a static scrape config may prefix it), and by
 ``$namespace``. Written in Python so that every panel uses the same selectors; the committed JSON is what the
 chart embeds; ``tests/charts/test_monitoring_dashboard.py`` fails when it differs from what this writes.
 

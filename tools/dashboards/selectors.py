@@ -78,8 +78,8 @@ def _selector(node: promql_parser.VectorSelector, rng: timedelta | None) -> Sele
 
 
 def job_name(service: str) -> str:
-    """The job label the chart's ServiceMonitor gives a service (``edge_peer`` -> ``mailmesh-edge-peer``)."""
-    return "mailmesh-" + service.replace("_", "-")
+    """The job label the chart gives a service: its component name (``edge_peer`` -> ``edge-peer``)."""
+    return service.replace("_", "-")
 
 
 def services_of(selector: Selector, services: Iterable[str] = JOBS) -> list[str]:
