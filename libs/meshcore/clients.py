@@ -245,8 +245,44 @@ async def _finish_unary(call: Any, m: RpcMetrics, start: float) -> Any:
     return call
 
 
+_recording: set[asyncio.Task[None]] = set()  # recordings in flight (the loop holds tasks only weakly)
+
+
+class _Handled:
+    """Records a stream's ``handled`` once: when its reader sees the end, or when the call ends unread.
+
+    A caller may stop reading a response stream once it has what it wants (the edge peer stops at history's
+    completion message) and cancel the call, or simply drop it; its iterator below then never resumes, so
+    without the call's done callback the RPC would never be counted as handled.
+    """
+
+    __slots__ = ("_m", "_start", "done")
+
+    def __init__(self, call: Any, m: RpcMetrics, start: float) -> None:
+        self._m, self._start, self.done = m, start, False
+        call.add_done_callback(self._call_ended)
+
+    def record(self, code: grpc.StatusCode) -> None:
+        if not self.done:
+            self.done = True
+            self._m.handled(code, time.perf_counter() - self._start)
+
+    def _call_ended(self, call: Any) -> None:
+        if self.done:
+            return
+        if call.cancelled():
+            self.record(grpc.StatusCode.CANCELLED)
+            return
+        task = asyncio.get_running_loop().create_task(self._record_status(call))  # code() is a coroutine
+        _recording.add(task)
+        task.add_done_callback(_recording.discard)
+
+    async def _record_status(self, call: Any) -> None:
+        self.record(await call.code())
+
+
 async def _observe_responses(call: Any, m: RpcMetrics, start: float) -> AsyncIterator[Any]:
-    code: grpc.StatusCode | None = None
+    handled = _Handled(call, m, start)
     try:
         async for response in call:
             m.received()
@@ -254,12 +290,11 @@ async def _observe_responses(call: Any, m: RpcMetrics, start: float) -> AsyncIte
     except (GeneratorExit, asyncio.CancelledError):
         # The caller stopped reading or was cancelled: end the call rather than leave it open.
         call.cancel()
-        code = grpc.StatusCode.CANCELLED
+        handled.record(grpc.StatusCode.CANCELLED)
         raise
     finally:
-        if code is None:
-            code = await call.code()
-        m.handled(code, time.perf_counter() - start)
+        if not handled.done:
+            handled.record(await call.code())
 
 
 class _ClientMetricsBase:

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Iterable
 from typing import ClassVar, Self
 from wsgiref.simple_server import WSGIServer
 
 import grpc
+from google.protobuf import descriptor_pool
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, disable_created_metrics
 from prometheus_client.exposition import start_http_server
 
-from meshcore.codes import go_code_name
+from meshcore.codes import GO_CODE_NAMES, go_code_name
 
 __all__ = [
     "ClientMetrics",
@@ -116,11 +118,19 @@ class RpcMetrics:
 
     def handled(self, code: grpc.StatusCode, seconds: float) -> None:
         """Count an RPC that finished with ``code`` after ``seconds``."""
+        self._handled_child(code).inc()
+        self._seconds.observe(seconds)
+
+    def initialize(self) -> None:
+        """Create every series of this method at 0, ``grpc_code`` included, for each of the 17 codes."""
+        for code in GO_CODE_NAMES:
+            self._handled_child(code)
+
+    def _handled_child(self, code: grpc.StatusCode) -> Counter:
         child = self._handled_by_code.get(code)
         if child is None:
             child = self._handled_by_code[code] = self._handled.labels(*self._labels, go_code_name(code))
-        child.inc()
-        self._seconds.observe(seconds)
+        return child
 
 
 class GrpcMetrics(PerRegistry):
@@ -180,6 +190,25 @@ class ServerMetrics(GrpcMetrics):
     """``grpc_server_*`` metrics, fed by :class:`meshcore.interceptors.ServerMetricsInterceptor`."""
 
     side = "server"
+
+    def initialize(self, service_names: Iterable[str]) -> None:
+        """Create the series of every method of ``service_names`` at 0, as go-grpc-prometheus's
+        ``InitializeMetrics(server)`` does (``server_metrics.go``, ``preRegisterMethod``).
+
+        Without it a series appears only with its first event, and ``rate()``/``increase()`` miss that
+        event: the first ``Internal`` of a method would never fire an error-ratio alert, and a dashboard
+        shows "No data" instead of 0. Methods come from the protobuf descriptors of the generated code
+        (what reflection serves); a name with no descriptor (a generic handler in a test) is skipped.
+        """
+        pool = descriptor_pool.Default()
+        for name in service_names:
+            try:
+                service = pool.FindServiceByName(name)
+            except KeyError:
+                continue
+            for method in service.methods:
+                rpc_type = grpc_type(method.client_streaming, method.server_streaming)
+                self.rpc(f"/{name}/{method.name}", rpc_type).initialize()
 
 
 class ClientMetrics(GrpcMetrics):

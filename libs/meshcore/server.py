@@ -103,9 +103,13 @@ def build_server(
     gRPC metrics and is what the metrics endpoint serves; ``options`` are extra channel args.
     Call it from a coroutine: grpc.aio binds the server to the running event loop.
     """
+    metrics = ServerMetrics.for_registry(registry)
+    names = [r.service_name for r in registrations]
+    served = [*names, health.SERVICE_NAME, reflection.SERVICE_NAME]
+    metrics.initialize(served)
     chain: list[grpc.aio.ServerInterceptor] = [
         server_tracing_interceptor(tracer_provider),
-        ServerMetricsInterceptor(ServerMetrics.for_registry(registry)),
+        ServerMetricsInterceptor(metrics),
         ErrorInterceptor(),
         *interceptors,
     ]
@@ -124,8 +128,7 @@ def build_server(
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     for registration in registrations:
         registration.add_to_server(server)
-    names = [r.service_name for r in registrations]
-    reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+    reflection.enable_server_reflection(served, server)
     address = f"{runtime.grpc_host}:{runtime.grpc_port}"
     try:
         port = server.add_insecure_port(address)

@@ -16,13 +16,17 @@ a ``yield``, and the event loop later closes the abandoned generator from a new 
 finalizer hook, PEP 525), so ``detach`` runs in a different ``contextvars.Context`` than ``attach``
 did and OpenTelemetry logs ERROR "Failed to detach context" for every such stream. Ours makes the
 span current only around each step of the handler (attach and detach in the same step, so always in
-the same context) and ends the span without detaching anything.
+the same context) and ends the span without detaching anything. :func:`traced_steps` does the same for
+any async iterator a service drives itself (the edge peer's mailserver requests arrive over RLPx, not gRPC).
+
+With ``OTEL_EXPORTER_OTLP_ENDPOINT`` set, :func:`setup_tracing` exports every span over OTLP/gRPC; the
+``OTEL_BSP_*`` variables of the OpenTelemetry SDK (batch size, schedule delay) apply as documented there.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable
-from typing import Any, cast
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from typing import Any, TypeVar, cast
 from urllib.parse import unquote
 
 import grpc
@@ -43,7 +47,11 @@ __all__ = [
     "client_tracing_interceptors",
     "server_tracing_interceptor",
     "setup_tracing",
+    "start_span",
+    "traced_steps",
 ]
+
+T = TypeVar("T")
 
 
 def setup_tracing(service_name: str, otlp_endpoint: str, *, set_global: bool = True) -> TracerProvider:
@@ -111,6 +119,26 @@ class _StreamSafeServerInterceptor(OpenTelemetryAioServerInterceptor):
     Unary responses keep the instrumentation's wrapper: a coroutine starts and ends in one task.
     """
 
+    def _start_span(
+        self,
+        handler_call_details: grpc.HandlerCallDetails,
+        context: grpc.aio.ServicerContext[Any, Any],
+        set_status_on_exception: bool = False,
+    ) -> Any:
+        """The instrumentation's unary span, with the attributes of :func:`_span_attributes`.
+
+        Its own version logs WARNING "Failed to parse peer address ''" for a call whose client already left
+        (gRPC then reports an empty peer): under load, every health check that timed out did.
+        """
+        method = handler_call_details.method
+        method = method.decode() if isinstance(method, bytes) else method
+        return self._tracer.start_as_current_span(
+            name=method,
+            kind=trace.SpanKind.SERVER,
+            attributes=_span_attributes(method, context),
+            set_status_on_exception=set_status_on_exception,
+        )
+
     def _intercept_aio_server_stream(
         self,
         behavior: Callable[..., AsyncGenerator[Any, None]],
@@ -167,3 +195,59 @@ def client_tracing_interceptors(
     """Return the four OTel aio client interceptors (health checks excluded); None = global provider."""
     interceptors = aio_client_interceptors(tracer_provider=tracer_provider, filter_=_not_health())  # type: ignore[no-untyped-call]
     return cast(list[grpc.aio.ClientInterceptor], interceptors)
+
+
+def start_span(
+    name: str,
+    *,
+    kind: trace.SpanKind = trace.SpanKind.INTERNAL,
+    attributes: Mapping[str, str | int | float | bool] | None = None,
+    parent: trace.SpanContext | None = None,
+    tracer_provider: trace.TracerProvider | None = None,
+) -> trace.Span:
+    """Start (and do not make current) a span; ``parent`` None continues the current context's trace.
+
+    For work that crosses tasks (a background attempt of a request accepted earlier), pass the span context
+    saved with the request as ``parent``: the work joins the request's trace.
+    """
+    tracer = trace.get_tracer(__name__, tracer_provider=tracer_provider)
+    context = (
+        trace.set_span_in_context(trace.NonRecordingSpan(parent))
+        if parent is not None and parent.is_valid
+        else None
+    )
+    return tracer.start_span(name, context=context, kind=kind, attributes=attributes)
+
+
+async def traced_steps(span: trace.Span, steps: AsyncIterator[T]) -> AsyncIterator[T]:
+    """Iterate ``steps`` with ``span`` current around each step, then end ``span``.
+
+    Calls made inside a step (a gRPC client call started by the first ``anext``) become the span's
+    children. As in the server interceptor above, the context is attached and detached within one step,
+    so closing this generator from another task (its consumer left) cannot detach a foreign context.
+    An exception from ``steps`` is recorded on the span and marks it as an error.
+    """
+    current = trace.set_span_in_context(span)
+    try:
+        while True:
+            token = otel_context.attach(current)
+            try:
+                item = await anext(steps)
+            except StopAsyncIteration:
+                break
+            except Exception as error:
+                span.record_exception(error)
+                span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
+                raise
+            finally:
+                otel_context.detach(token)
+            yield item
+    finally:
+        aclose = getattr(steps, "aclose", None)
+        token = otel_context.attach(current)
+        try:
+            if aclose is not None:
+                await aclose()
+        finally:
+            otel_context.detach(token)
+            span.end()

@@ -15,6 +15,10 @@ anything else (UNAVAILABLE,    ``failed to process request`` — batches already
 deadline, internal)            (protocol-notes §4.6)
 =============================  ===========================================================================
 
+Each request is one trace: a SERVER span ``mailserver request`` (the 0x7e arrives over RLPx, where no
+gRPC interceptor sees it) is current while history-query's stream is read, so the Query call, history-query's
+archive reads and the archive's spans are its descendants (docs/operations.md "Traces").
+
 Pure: no gRPC, no protos.
 """
 
@@ -25,7 +29,10 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Protocol
 
+from opentelemetry.trace import SpanKind
+
 from meshcore.errors import InvalidArgument, MeshError, ResourceExhausted
+from meshcore.tracing import start_span, traced_steps
 from wakucodec.responses import VALIDATION_ERROR_PREFIX
 from wakunode.mailserver import RATE_LIMIT_EXCEEDED
 from wakunode.ports import HistoryBatch, HistoryComplete, HistoryFailure, HistoryItem, MailserverQuery
@@ -58,13 +65,26 @@ class MailserverBridge:
 
     async def query(self, query: MailserverQuery) -> AsyncIterator[HistoryItem]:
         """Yield the port's batches, then its completion or a :class:`HistoryFailure`."""
-        stream = self._port.query(query)
+        request = query.request
+        span = start_span(
+            "mailserver request",
+            kind=SpanKind.SERVER,
+            attributes={
+                "mailmesh.dialect": query.dialect.value,
+                "mailmesh.request_id": query.request_id.hex(),
+                "mailmesh.requester": query.requester_id.hex()[:16],
+                "mailmesh.topics": len(request.topics),
+                "mailmesh.limit": request.limit,
+            },
+        )
+        stream = traced_steps(span, self._port.query(query))
         settled = False
 
         def settle(outcome: str) -> None:
             nonlocal settled
             settled = True
             self.outcomes[outcome] += 1  # counted before yielding: the node may close us after the item
+            span.set_attribute("mailmesh.outcome", outcome)
 
         try:
             async for item in stream:

@@ -3,7 +3,9 @@
 One :class:`SendEngine` per replica. Every state change of a request is one ``OutboxStore.save`` under the
 shard's lease (the change log WatchSendStatuses follows), made by the state machine in
 :mod:`services.send.schedule`; the engine only decides *when*. Requests a replica accepted for a shard it
-does not own are picked up by the owner's periodic read of its open requests.
+does not own are picked up by the owner's periodic read of its open requests. Attempts and store checks join
+the trace of the Send (or Resend) call when this replica took it and owns the shard: the call's span context
+is kept in memory until the final change (docs/operations.md "Traces").
 
 Writes to one request are serialised by a per-request lock, so a Cancel and an attempt's result never
 interleave. A request whose attempt was interrupted (the replica died, or its result could not be saved)
@@ -21,6 +23,7 @@ from typing import Any
 
 from opentelemetry import trace
 
+from meshcore.tracing import start_span
 from msgstore.errors import LeaseLost, MsgStoreError, RequestIdConflict
 from msgstore.protocol import MsgStore, OutboxStore
 from msgstore.sharding import shard_of
@@ -35,7 +38,6 @@ from services.send.validation import without_timestamp
 __all__ = ["SendEngine"]
 
 _log = logging.getLogger(__name__)
-_tracer = trace.get_tracer(__name__)
 _SAVE_RETRY_S = 1.0  # after a failed store write, the request waits this long before it is tried again
 _FORGET_S = 60.0  # finished ids are remembered this long so a stale open-request read cannot revive them
 _PASS_INTERVAL_S = 0.005  # coalesces wake-ups (see _schedule_loop); delays an attempt's start by at most this
@@ -69,6 +71,7 @@ class SendEngine:
         self._hold: dict[str, float] = {}
         self._finished: dict[str, float] = {}
         self._canceled: set[str] = set()
+        self._origins: dict[str, trace.SpanContext] = {}  # request id -> the Send call's span context
         self._locks: dict[str, asyncio.Lock] = {}
         self._shard_locks: dict[int, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -138,6 +141,7 @@ class SendEngine:
             raise RequestIdTaken(entry.request_id) from err
         if created and self._ownership.lease(self._shard(stored.request_id)) is not None:
             self._entries.setdefault(stored.request_id, stored)
+            self._remember_origin(stored.request_id)
             self._wake.set()
         return stored, created
 
@@ -174,6 +178,7 @@ class SendEngine:
             if not cancel:
                 self._finished.pop(request_id, None)
                 self._entries[request_id] = saved
+                self._remember_origin(request_id)
                 self._wake.set()
             return True, saved.state
 
@@ -218,6 +223,7 @@ class SendEngine:
         self._ownership.drop(shard)
         for rid in [rid for rid in self._entries if self._shard(rid) == shard]:
             del self._entries[rid]
+            self._origins.pop(rid, None)
 
     async def _schedule_loop(self) -> None:
         while True:
@@ -300,15 +306,18 @@ class SendEngine:
             )
             return
         if entry.state is SendState.AWAITING_STORE:
-            await self._check_store(entry)
+            check = start_span("send store check", parent=self._origins.get(entry.request_id))
+            with trace.use_span(check, end_on_exit=True):  # its Lookup client spans are the children
+                await self._check_store(entry)
             return
         started = await self._save(schedule.start_attempt(entry, self._clock()))
         attrs: dict[str, str | int] = {
             "mailmesh.request_id": started.request_id,
             "mailmesh.attempt": started.progress.attempts,
         }
-        # One span per attempt: its Publish, ListPeers and NodeInfo client spans are the children.
-        with _tracer.start_as_current_span("send attempt", attributes=attrs) as span:
+        # One span per attempt, in the Send's trace; its Publish, ListPeers, NodeInfo calls are children.
+        span = start_span("send attempt", attributes=attrs, parent=self._origins.get(started.request_id))
+        with trace.use_span(span, end_on_exit=True):
             try:
                 envelope = await self._sealer.seal(started, await self._publisher.pow_target())
             except Exception as err:  # PoW not reached, edge peers unreadable: this attempt failed
@@ -337,6 +346,10 @@ class SendEngine:
     @property
     def _outbox(self) -> OutboxStore:
         return self._store.outbox  # looked up per use: a Cassandra store has its parts only once open
+
+    def _remember_origin(self, request_id: str) -> None:
+        if (origin := trace.get_current_span().get_span_context()).is_valid:
+            self._origins[request_id] = origin  # the calling RPC's span: the attempts join its trace
 
     def _shard(self, request_id: str) -> int:
         return shard_of(request_id, self._ownership.shards)
@@ -371,6 +384,7 @@ class SendEngine:
         if saved.state.is_final:
             self._entries.pop(rid, None)
             self._locks.pop(rid, None)
+            self._origins.pop(rid, None)
             self._finished[rid] = self._clock()
         else:
             self._entries[rid] = saved

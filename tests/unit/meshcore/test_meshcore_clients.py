@@ -1,4 +1,4 @@
-"""Client channels: retries by service config, error translation, deadline propagation."""
+"""Client channels: retries by service config, error translation, deadline propagation, stream metrics."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from meshcore.clients import make_channel, service_config, translate_rpc_error
 from meshcore.codes import ERROR_CODES
 from meshcore.deadlines import bind_deadline, remaining_timeout
 from meshcore.server import Registration, build_server
-from tests.unit.meshcore.support import SERVICE, Running, identity, runtime_for_tests, unary
+from tests.unit.meshcore.support import SERVICE, Running, identity, runtime_for_tests, server_stream, unary
 
 
 def _labels(rpc: str, code: str | None = None) -> dict[str, str]:
@@ -211,3 +211,34 @@ async def test_a_call_without_timeout_gets_the_default_deadline_and_an_explicit_
         assert explicit_left is not None and explicit_left > 20  # the caller's own timeout, not the default
         running.service.release.set()
         assert await call == b"released"
+
+
+async def _handled_eventually(running: Running, labels: dict[str, str]) -> float:
+    """The client's handled count once recorded (the call's done callback records it), bounded."""
+    async with asyncio.timeout(10):
+        while (found := running.registry.get_sample_value("grpc_client_handled_total", labels)) is None:
+            await asyncio.sleep(0.01)  # polling a counter another callback sets, not a synchronisation
+    return found
+
+
+async def test_a_response_stream_read_only_in_part_is_still_counted_as_handled(running: Running) -> None:
+    """The edge peer stops reading history's Query stream at its completion message, the last one, and never
+    reads the end of the stream: the RPC still counts as handled (OK, as the server ended it)."""
+    call = server_stream(running.channel, "Repeat")(b"abc", timeout=5)
+    async for reply in call:
+        if reply == b"abc#2":  # the last message: stop reading, neither draining nor cancelling the call
+            break
+    labels = {"grpc_type": "server_stream", "grpc_service": SERVICE, "grpc_method": "Repeat"}
+    assert await _handled_eventually(running, {**labels, "grpc_code": "OK"}) == 1
+    assert running.registry.get_sample_value("grpc_client_msg_received_total", labels) == 3
+    assert running.registry.get_sample_value("grpc_client_handling_seconds_count", labels) == 1
+
+
+async def test_a_response_stream_cancelled_unread_counts_as_canceled_once(running: Running) -> None:
+    call = server_stream(running.channel, "Endless")(b"x", timeout=5)
+    async for _ in call:
+        break
+    call.cancel()
+    labels = {"grpc_type": "server_stream", "grpc_service": SERVICE, "grpc_method": "Endless"}
+    assert await _handled_eventually(running, {**labels, "grpc_code": "Canceled"}) == 1
+    assert running.registry.get_sample_value("grpc_client_handling_seconds_count", labels) == 1

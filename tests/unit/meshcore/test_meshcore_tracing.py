@@ -1,21 +1,25 @@
 """Tracing: spans on both sides of each hop share one trace (streams too); health checks make no spans; a
-stream its client closes early ends its span quietly."""
+stream its client closes early ends its span quietly; a service's own span parents the calls made while it
+steps through a stream, and a saved span context lets later work join a request's trace."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
 import grpc.aio
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from opentelemetry.trace import SpanKind
+from opentelemetry import context as otel_context
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import SpanKind, StatusCode
 
 from meshcore.clients import make_channel
 from meshcore.server import Registration, build_server
-from meshcore.tracing import setup_tracing
+from meshcore.tracing import server_tracing_interceptor, setup_tracing, start_span, traced_steps
 from tests.unit.meshcore.support import SERVICE, Running, identity, runtime_for_tests, server_stream, unary
 
 FRONT = "meshcore.test.v1.Front"
@@ -136,3 +140,81 @@ async def test_a_stream_its_client_closes_early_ends_its_span_without_a_context_
         await exporter.wait_for(len(exporter.get_finished_spans()) + 1)
     assert [s.name for s in ended] == [f"/{SERVICE}/Endless"]
     assert [(r.name, r.getMessage()) for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+async def test_traced_steps_makes_calls_inside_each_step_children_of_its_span(running: Running) -> None:
+    """A mailserver request over RLPx: no server span, so the service's own span must parent the calls."""
+    provider, exporter = running.tracer_provider, running.exporter
+    repeat = server_stream(running.channel, "Repeat")
+
+    async def steps() -> AsyncIterator[bytes]:
+        async for reply in repeat(b"abc"):  # the call starts inside the first step
+            yield reply
+
+    span = start_span("mailserver request", kind=SpanKind.SERVER, tracer_provider=provider)
+    assert [r async for r in traced_steps(span, steps())] == [b"abc#0", b"abc#1", b"abc#2"]
+    spans = await exporter.wait_for(3)
+    by_kind = {(s.name, s.kind): s for s in spans}
+    root = by_kind[("mailserver request", SpanKind.SERVER)]
+    client = by_kind[(f"/{SERVICE}/Repeat", SpanKind.CLIENT)]
+    server = by_kind[(f"/{SERVICE}/Repeat", SpanKind.SERVER)]
+    assert root.parent is None and root.end_time is not None
+    assert client.parent is not None and client.parent.span_id == root.context.span_id
+    assert server.parent is not None and server.parent.span_id == client.context.span_id
+    assert otel_context.get_current() == otel_context.Context()  # nothing left attached
+
+
+async def test_traced_steps_records_a_failure_and_ends_the_span(spans: tuple[TracerProvider, Any]) -> None:
+    provider, exporter = spans
+
+    async def failing() -> AsyncIterator[int]:
+        yield 1
+        raise ValueError("broken archive")
+
+    span = start_span("work", tracer_provider=provider)
+    got: list[int] = []
+    with pytest.raises(ValueError, match="broken archive"):
+        async for item in traced_steps(span, failing()):
+            got.append(item)
+    assert got == [1]
+    (ended,) = await exporter.wait_for(1)
+    assert ended.status.status_code is StatusCode.ERROR
+    assert [e.name for e in ended.events] == ["exception"]
+
+
+def test_start_span_with_a_saved_parent_joins_its_trace(spans: tuple[TracerProvider, Any]) -> None:
+    """Work done later in another task (a send attempt) continues the request's trace."""
+    provider, exporter = spans
+    with provider.get_tracer("t").start_as_current_span("Send") as send:
+        saved = send.get_span_context()
+    later = start_span("send attempt", parent=saved, tracer_provider=provider)
+    later.end()
+    fresh = start_span("unrelated", tracer_provider=provider)
+    fresh.end()
+    by_name = {s.name: s for s in exporter.get_finished_spans()}
+    attempt = by_name["send attempt"]
+    assert attempt.context.trace_id == saved.trace_id
+    assert attempt.parent is not None and attempt.parent.span_id == saved.span_id
+    assert by_name["unrelated"].context.trace_id != saved.trace_id
+
+
+def test_a_call_whose_client_left_starts_its_span_without_a_warning(
+    spans: tuple[TracerProvider, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """gRPC reports an empty peer once the client is gone; the instrumentation logged a WARNING for each."""
+
+    class Gone:
+        def invocation_metadata(self) -> tuple[()]:
+            return ()
+
+        def peer(self) -> str:
+            return ""
+
+    class Details:
+        method = f"/{SERVICE}/Echo"
+
+    caplog.set_level(logging.WARNING)
+    interceptor = server_tracing_interceptor(spans[0])
+    with interceptor._start_span(Details(), Gone()) as span:  # type: ignore[attr-defined]
+        assert span.attributes["rpc.method"] == "Echo" and "net.peer.ip" not in span.attributes
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
