@@ -58,9 +58,9 @@ def build_app(
         openapi_url="/openapi.json",
     )
     app.state.gateway = state
-    app.include_router(api_router(state))
-    app.include_router(events_router(state))
-    app.include_router(docs_router(TITLE))
+    routers = [api_router(state), events_router(state), docs_router(TITLE)]
+    for router in routers:
+        app.include_router(router)
 
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> Json:
@@ -101,7 +101,12 @@ def build_app(
             expose_headers=["Retry-After"],
             max_age=600,
         )
-    app.add_middleware(ObserveMiddleware, metrics=state.metrics, access_log=cfg.access_log)
+    app.add_middleware(
+        ObserveMiddleware,
+        metrics=state.metrics,
+        access_log=cfg.access_log,
+        routes=[r for router in routers for r in router.routes],
+    )
     FastAPIInstrumentor.instrument_app(
         app,
         tracer_provider=tracer_provider,
@@ -118,7 +123,12 @@ def _openapi(app: FastAPI, auth: bool) -> dict[str, Any]:
         return app.openapi_schema
     from fastapi.openapi.utils import get_openapi
 
-    doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+    doc = get_openapi(
+        title=app.title,
+        version=app.version,
+        description=app.description,
+        routes=app.routes,
+    )
     for path in doc.get("paths", {}).values():
         for operation in path.values():
             operation.get("responses", {}).pop("422", None)

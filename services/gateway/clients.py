@@ -9,7 +9,7 @@ apply them twice.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, Awaitable
 from typing import Any, TypeVar
 
 import grpc
@@ -154,13 +154,18 @@ class Upstream:
         call = self.subscription.PollEvents(request, timeout=self._sub_s + wait_s)
         return await _call("subscription", call)
 
-    async def stream_events(self, request: sub_pb2.StreamEventsRequest) -> AsyncIterator[sub_pb2.Event]:
+    async def stream_events(
+        self, request: sub_pb2.StreamEventsRequest
+    ) -> AsyncGenerator[sub_pb2.Event, None]:
         """SubscriptionService.StreamEvents without a deadline (it runs until cancelled or failed)."""
+        call = self.subscription.StreamEvents(request, timeout=None)
         try:
-            async for reply in self.subscription.StreamEvents(request, timeout=None):
+            async for reply in call:
                 yield reply.event
         except grpc.aio.AioRpcError as err:
             raise UpstreamError.of("subscription", err) from err
+        finally:
+            call.cancel()  # closing this generator must end the RPC, not leave it open until collected
 
     # ------------------------------------------------------------------------------------------ health
 
@@ -172,14 +177,17 @@ class Upstream:
         )
         return reply.report
 
-    async def health_watch(self, wait_s: float) -> AsyncIterator[health_pb2.WatchHealthResponse]:
+    async def health_watch(self, wait_s: float) -> AsyncGenerator[health_pb2.WatchHealthResponse, None]:
         """HealthService.WatchHealth (status changes), bounded by ``wait_s`` plus the health deadline."""
         request = health_pb2.WatchHealthRequest(mode=health_pb2.WATCH_MODE_STATUS)
+        call = self.health.WatchHealth(request, timeout=self._health_s + wait_s)
         try:
-            async for reply in self.health.WatchHealth(request, timeout=self._health_s + wait_s):
+            async for reply in call:
                 yield reply
         except grpc.aio.AioRpcError as err:
             raise UpstreamError.of("health", err) from err
+        finally:
+            call.cancel()
 
 
 async def _call(service: str, call: Awaitable[T]) -> T:

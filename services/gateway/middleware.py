@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.ratelimit import TokenBuckets
@@ -64,10 +65,24 @@ def _client(scope: Scope) -> str:
 class ObserveMiddleware:
     """Metrics and the access log for every HTTP request."""
 
-    def __init__(self, app: App, metrics: GatewayMetrics, *, access_log: bool) -> None:
+    def __init__(
+        self, app: App, metrics: GatewayMetrics, *, access_log: bool, routes: Sequence[Any] = ()
+    ) -> None:
         self._app = app
         self._metrics = metrics
         self._access_log = access_log
+        self._routes = routes
+
+    def _template(self, scope: Scope) -> str:
+        """The route template that served the request; for one refused before routing (401, 429, 413), the
+        template it would have reached."""
+        route = scope.get("route")
+        if route is None:
+            for candidate in self._routes:
+                if candidate.matches(scope)[0] is not Match.NONE:
+                    route = candidate
+                    break
+        return str(getattr(route, "path", None) or "other")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI entry."""
@@ -89,10 +104,7 @@ class ObserveMiddleware:
         finally:
             self._metrics.in_flight.dec()
             elapsed = time.perf_counter() - start
-            route = scope.get("route")
-            template = getattr(route, "path", None) or (
-                "/docs" if scope["path"].startswith("/docs") else "other"
-            )
+            template = self._template(scope)
             method = scope["method"]
             self._metrics.requests.labels(template, method, str(status)).inc()
             self._metrics.duration.labels(template, method).observe(elapsed)

@@ -218,10 +218,17 @@ def api_router(state: GatewayState) -> APIRouter:
             listing.skip = skip
         if take is not None:
             listing.take = take
+        left = state.wait_s(wait) if take != 0 else 0.0
+        # A long poll learns the records' head revision before listing, so nothing that arrives in between
+        # is missed.
+        head = (
+            await call(up.poll_records(sub_pb2.PollRecordsRequest(filter=flt, limit=1), 0.0))
+            if left
+            else None
+        )
         found = await call(up.records(listing))
-        left = state.wait_s(wait)
-        if not found and left > 0 and take != 0:
-            found = await _wait_for_records(state, listing, left)
+        if not found and head is not None:
+            found = await _wait_for_records(state, listing, head.last_revision, left)
         if not found:
             what = (
                 f"contentTopic '{contentTopic}'"
@@ -264,13 +271,13 @@ def api_router(state: GatewayState) -> APIRouter:
 
 
 async def _wait_for_records(
-    state: GatewayState, listing: sub_pb2.ListMessageRecordsRequest, wait_s: float
+    state: GatewayState, listing: sub_pb2.ListMessageRecordsRequest, after: int, wait_s: float
 ) -> list[Any]:
     """Wait up to ``wait_s`` for ``listing`` to find something: PollRecords wakes us on every change of a
     matching record, then the listing is read again."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_s
-    poll = sub_pb2.PollRecordsRequest(filter=listing.filter, limit=1)
+    poll = sub_pb2.PollRecordsRequest(filter=listing.filter, limit=1, after_revision=after)
     while (left := deadline - loop.time()) > 0:
         try:
             reply = await state.unless_stopping(state.upstream.poll_records(poll, left))
@@ -296,17 +303,17 @@ async def _watch_health(state: GatewayState, known: str | None, wait_s: float) -
     latest: Any = None
     try:
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(wait_s):
-                async for reply in state.upstream.health_watch(wait_s):
+            async with (
+                asyncio.timeout(wait_s),
+                contextlib.aclosing(state.upstream.health_watch(wait_s)) as watch,
+            ):
+                async for reply in watch:
                     report = reply.report
                     if latest is None:
                         latest = report
-                        if known is None:
-                            known = names.get(report.status)
-                        elif names.get(report.status) != known:
-                            return report
-                        continue
-                    latest = report
+                        known = known if known is not None else names.get(report.status)
+                    else:
+                        latest = report
                     if names.get(report.status) != known:
                         return report
     except UpstreamError as err:
