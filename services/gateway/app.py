@@ -134,6 +134,7 @@ def _openapi(app: FastAPI, auth: bool) -> dict[str, Any]:
             operation.get("responses", {}).pop("422", None)
             if auth:
                 operation["security"] = [{"bearerAuth": []}]
+    _add_links(doc)
     schemas = doc.get("components", {}).get("schemas", {})
     for name in ("HTTPValidationError", "ValidationError"):
         schemas.pop(name, None)
@@ -147,3 +148,27 @@ def _openapi(app: FastAPI, auth: bool) -> dict[str, Any]:
         }
     app.openapi_schema = doc
     return doc
+
+
+def _add_links(doc: dict[str, Any]) -> None:
+    """OpenAPI links (3.1 §4.8.20): what a send's requestId and a subscription's id can be used for next, so
+    clients and stateful tests can follow send → message → cancel and subscribe → messages → unsubscribe."""
+    paths = doc.get("paths", {})
+    sent = paths.get("/send", {}).get("post", {}).get("responses", {}).get("200")
+    if sent is not None:
+        rid = "$response.body#/requestId"
+        sent["links"] = {
+            "GetMessageByRequestId": {"operationId": "getMessage", "parameters": {"requestId": rid}},
+            "CancelRequest": {"operationId": "cancelRequest", "requestBody": {"requestId": rid}},
+            "PollEventsOfRequest": {"operationId": "pollEvents", "parameters": {"requestId": rid}},
+        }
+    subscribed = paths.get("/subscribe", {}).get("post", {}).get("responses", {}).get("200")
+    if subscribed is not None:
+        sid = "$response.body#/subscriptionId"
+        subscribed["links"] = {
+            "GetMessagesOfSubscription": {
+                "operationId": "getMessages",
+                "parameters": {"subscriptionId": sid},
+            },
+            "Unsubscribe": {"operationId": "unsubscribe", "requestBody": {"subscriptionId": sid}},
+        }

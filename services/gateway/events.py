@@ -73,6 +73,7 @@ def events_router(state: GatewayState) -> APIRouter:
 
     @router.get(
         "/events",
+        operation_id="pollEvents",
         summary="Events after a sequence, long polling",
         response_model=EventsPage,
         responses=errors(400, 410),
@@ -110,6 +111,7 @@ def events_router(state: GatewayState) -> APIRouter:
 
     @router.get(
         "/events/stream",
+        operation_id="streamEvents",
         summary="Events as Server-Sent Events",
         response_class=StreamingResponse,
         responses={

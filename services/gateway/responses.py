@@ -38,13 +38,14 @@ _TEXT = {
     413: "The request body is larger than the max message size allows.",
     429: "Too many requests from this client (GATEWAY_RATE_LIMIT_PER_SECOND), or an upstream service is "
     "overloaded.",
+    500: "The gateway itself failed (a bug; logged with its traceback).",
     502: "An upstream service failed.",
     503: "An upstream service is unavailable (starting, restarting, or not the writer replica) or the "
     "gateway "
     "is shutting down.",
     504: "An upstream service did not answer in time.",
 }
-COMMON_ERRORS = (401, 429, 502, 503, 504)
+COMMON_ERRORS = (401, 429, 500, 502, 503, 504)
 """Every operation can answer these."""
 
 

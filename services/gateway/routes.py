@@ -89,6 +89,7 @@ def api_router(state: GatewayState) -> APIRouter:
     send.__annotations__["body"] = send_body(state.cfg.max_payload_bytes)
     router.post(
         "/send",
+        operation_id="send",
         tags=["Send"],
         summary="Send a message (MESSAGING-API send)",
         response_model=RequestIdBody,
@@ -100,6 +101,7 @@ def api_router(state: GatewayState) -> APIRouter:
 
     @router.post(
         "/send/cancel",
+        operation_id="cancelRequest",
         tags=["Send"],
         summary="Cancel a pending send (MESSAGING-API cancelRequest)",
         response_model=StatusOk,
@@ -113,6 +115,7 @@ def api_router(state: GatewayState) -> APIRouter:
 
     @router.get(
         "/send/requests",
+        operation_id="getPendingRequests",
         tags=["Send"],
         summary="Pending requests (MESSAGING-API getPendingRequests)",
         response_model=list[str],
@@ -126,6 +129,7 @@ def api_router(state: GatewayState) -> APIRouter:
 
     @router.post(
         "/subscribe",
+        operation_id="subscribe",
         tags=["Subscribe"],
         summary="Subscribe to a content topic (MESSAGING-API subscribe)",
         response_model=SubscriptionIdBody,
@@ -140,6 +144,7 @@ def api_router(state: GatewayState) -> APIRouter:
 
     @router.post(
         "/unsubscribe",
+        operation_id="unsubscribe",
         tags=["Subscribe"],
         summary="Stop a subscription (MESSAGING-API unsubscribe)",
         response_model=StatusOk,
@@ -152,6 +157,7 @@ def api_router(state: GatewayState) -> APIRouter:
 
     @router.get(
         "/subscriptions",
+        operation_id="getActiveSubscriptions",
         tags=["Subscribe"],
         summary="Active subscriptions (MESSAGING-API getActiveSubscriptions)",
         response_model=list[str],
@@ -164,6 +170,7 @@ def api_router(state: GatewayState) -> APIRouter:
 
     @router.get(
         "/message",
+        operation_id="getMessage",
         tags=["Message Storage"],
         summary="One message record by requestId or hash (MESSAGING-API getByRequestId, getByHash)",
         response_model=RecordBody,
@@ -192,6 +199,7 @@ def api_router(state: GatewayState) -> APIRouter:
 
     @router.get(
         "/messages",
+        operation_id="getMessages",
         tags=["Message Storage"],
         summary="Message records by contentTopic or subscriptionId (MESSAGING-API getByContentTopic, "
         "getBySubscriptionId)",
@@ -242,6 +250,7 @@ def api_router(state: GatewayState) -> APIRouter:
 
     @router.get(
         "/health",
+        operation_id="getHealth",
         tags=["Health"],
         summary="Node health (MESSAGING-API Health Indicator)",
         response_model=HealthBody,
