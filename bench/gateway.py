@@ -11,9 +11,10 @@ spend more CPU per request than the gateway and, sharing the same two cores, low
    and p50/p99 latency (first byte written → whole answer read). The same load is then put on a gateway
    whose send service is a stub answering at once (``python -m bench.gateway --stub-send``, its own process):
    the gateway's own ceiling, which says whether the gateway or the send service behind it limits.
-2. **SSE fan-out** — 200 `GET /events/stream` clients; messages are sent at 5/s for 10 s (each makes several
-   events); an event's delay is its arrival at a client minus its `emittedAt` (the subscription service's
-   commit time, same clock), over every (client, event).
+2. **SSE fan-out** — once the send service has sent everything the load queued (`GET /send/requests` empty)
+   and the event log has been still for 2 s, 200 `GET /events/stream` clients; messages are sent at 5/s for
+   10 s (each makes several events); an event's delay is its arrival at a client minus its `emittedAt` (the
+   subscription service's commit time, same clock), over every (client, event).
 3. **Long-poll wake-up** — one `GET /events?wait=30` waits; a send happens; the delay is the answer's arrival
    minus the first event's `emittedAt`; 30 times.
 
@@ -176,6 +177,37 @@ async def _healthy(port: int) -> None:
                 _, body = await conn.request(get("/health?wait=10&status=Unhealthy"))
                 if json.loads(body)["status"] != "Unhealthy":
                     return
+    finally:
+        conn.close()
+
+
+async def _drained(port: int, limit_s: float = 300.0) -> None:
+    """Wait until the send service has no pending request (GET /send/requests is empty), bounded."""
+    conn = await Conn.open(port)
+    try:
+        async with asyncio.timeout(limit_s):
+            while True:
+                _, body = await conn.request(get("/send/requests"))
+                if json.loads(body) == []:
+                    return
+                await asyncio.sleep(1.0)  # polling the outbox, bounded by the timeout
+    finally:
+        conn.close()
+
+
+async def _quiet(port: int, limit_s: float = 300.0) -> None:
+    """Wait until the event log has been still for 2 s (the subscription service has merged the backlog)."""
+    conn = await Conn.open(port)
+    try:
+        _, body = await conn.request(get("/events?wait=0"))
+        after = json.loads(body)["lastSequence"]
+        async with asyncio.timeout(limit_s):
+            while True:
+                _, body = await conn.request(get(f"/events?after={after}&wait=2&limit=1000"))
+                page = json.loads(body)
+                if not page["events"]:
+                    return
+                after = page["lastSequence"]
     finally:
         conn.close()
 
@@ -387,6 +419,7 @@ def _stub_main(port_file: str) -> None:
 
 async def _start_stub(tmp: Path) -> tuple[asyncio.subprocess.Process, str]:
     port_file = tmp / "stub.port"
+    port_file.unlink(missing_ok=True)  # a previous run's port must not be taken for this stub's
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bench.gateway", "--stub-send", str(port_file)
     )
@@ -415,7 +448,8 @@ async def _suite(sizes: dict[str, int]) -> list[Result]:
         results += await _send_rate(
             mesh, sizes, "through the mesh (send service on SQLite, 1 RLPx peer)", target=True
         )
-        await asyncio.sleep(3.0)  # let the send service drain what the load queued before the next figure
+        await _drained(_port(mesh))  # the next figures must not share the machine with that backlog
+        await _quiet(_port(mesh))
         results += await _fanout(mesh, sizes)
         results += await _wakeups(mesh, sizes)
     finally:
