@@ -6,10 +6,12 @@ WARNING/ERROR line."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 from meshharness import FreePorts, ServiceSpec, plan, start_mesh
@@ -27,6 +29,22 @@ class GatewayMesh:
     processes: ProcessMesh
     url: str
     enode: str
+
+
+def _ready(url: str) -> None:
+    """Every service SERVING is not yet every answer: the health service has a status once it evaluated,
+    and the subscription service takes Subscribe once it holds the writer lease (503 until then). Wait for
+    both, so no test (Schemathesis's "no 5xx" least of all) sees the start-up."""
+    deadline = time.monotonic() + START_DEADLINE_S
+    with httpx.Client(base_url=url, timeout=10) as client:
+        while True:
+            health = client.get("/health")
+            subscribed = client.post("/subscribe", json={"contentTopic": "/mailmesh/1/ready/proto"})
+            if health.status_code == 200 and subscribed.status_code == 200:
+                client.post("/unsubscribe", json={"subscriptionId": subscribed.json()["subscriptionId"]})
+                return
+            assert time.monotonic() < deadline, f"gateway not ready: {health.text} {subscribed.text}"
+            time.sleep(0.1)  # retry interval of a refused call, not a synchronisation
 
 
 @pytest.fixture(scope="session")
@@ -67,6 +85,7 @@ def gateway_mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayMe
     try:
         gateway = mesh.get("gateway")
         url = f"http://127.0.0.1:{gateway.spec.env['GATEWAY_HTTP_PORT']}"
+        _ready(url)
         yield GatewayMesh(mesh, url, _enode(mesh.get("edge_peer")))
     finally:
         codes = mesh.stop(STOP_GRACE_S)

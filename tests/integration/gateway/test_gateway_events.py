@@ -8,6 +8,7 @@ import asyncio
 import httpx
 
 from mailmesh.common.v1 import common_pb2
+from services.gateway.fanout import Frame
 from tests.integration.gateway.gateway_fakes import make_record
 from tests.integration.gateway.gateway_support import GatewayHandle, SseItem, sse_items
 
@@ -183,7 +184,7 @@ async def test_a_slow_sse_client_is_dropped_with_a_final_comment(make_gateway: o
         (feed,) = gw.deps.state.hub.feeds
         (client,) = feed.clients
         for seed in range(1, 5):  # the client reads nothing meanwhile: its buffer of 2 overflows
-            client.offer(__import__("services.gateway.fanout", fromlist=["Frame"]).Frame(seed, b"id: x\n\n"))
+            client.offer(Frame(seed, b"id: x\n\n"))
         assert client.dropped
         rest = [i async for i in items]
     assert rest[-1].comment is not None and "too slowly" in rest[-1].comment
