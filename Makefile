@@ -53,6 +53,7 @@ include mk/cassandra.mk
 -include mk/interop.mk
 -include mk/helm.mk
 include mk/promtool.mk
+include mk/browser.mk
 
 ## ---------------------------------------------------------------- run
 .PHONY: run
@@ -61,7 +62,7 @@ run: bootstrap $(if $(filter cassandra,$(ARCHIVE)),cassandra-start) ## Run the w
 
 ## ---------------------------------------------------------------- checks
 .PHONY: test
-test: bootstrap lint cassandra-fetch promtool ## Run every test tier (unit, integration, e2e, charts, spark) incl. real Cassandra
+test: bootstrap lint cassandra-fetch promtool browser-fetch ## Run every test tier (unit, integration, e2e, charts, spark) incl. real Cassandra
 	@# The real Cassandra node is part of the suite: start it (idempotent) and stop it again only if we started it.
 	@started=0; \
 	if ! $(PY) $(CASSANDRA_CTL) status >/dev/null 2>&1; then $(PY) $(CASSANDRA_CTL) start; started=1; fi; \

@@ -9,8 +9,11 @@
                      --dialect status-envelope --follow --out history.jsonl
     mailmesh history enode://… --topic 0x01020304 --dialect geth-binary   # geth sends no 0x7d: the page
                                                                             # ends 3 s after the last 0x7f
+    mailmesh send --content-topic /waku/1/0x01020304/rfc26 --text hello     # through the REST gateway
+    mailmesh watch --types message:sent,message:stored                      # its events (SSE) as JSON lines
 
-Every command dials the enode with wakunode's client role (waku/1, waku/0, shh/6 offered; ``--caps`` narrows
+``send``, ``subscribe``, ``messages`` and ``watch`` talk to the REST gateway (:mod:`mailmeshcli.rest`). The
+other commands dial the enode with wakunode's client role (waku/1, waku/0, shh/6 offered; ``--caps`` narrows
 them), trusts it as a mailserver, prints one JSON object per line and exits 0, or prints
 ``{"error": …}`` and exits 1 (2 for bad arguments).
 """
@@ -34,6 +37,8 @@ from devp2p.enode import parse_enode
 from devp2p.errors import DevP2PError
 from mailmeshcli.compose import Encryption, compose_many, packets
 from mailmeshcli.fetch import DIALECTS, HistoryOptions, HistoryRun, build_request, envelope_record, fetch
+from mailmeshcli.rest import COMMANDS as REST_COMMANDS
+from mailmeshcli.rest import add_parsers, main_rest
 from wakucodec import secp
 from wakucodec.bloom import topic_from_hex, topic_to_hex
 from wakucodec.constants import BLOOM_SIZE, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_TTL
@@ -76,7 +81,9 @@ def _topic(text: str) -> bytes:
 
 def parser() -> argparse.ArgumentParser:
     """The argument parser (also used by the tests)."""
-    top = argparse.ArgumentParser(prog="mailmesh", description="Waku v1 / Whisper v6 client (JSON lines).")
+    top = argparse.ArgumentParser(
+        prog="mailmesh", description="Waku v1 / Whisper v6 client and REST gateway client (JSON lines)."
+    )
     sub = top.add_subparsers(dest="command", required=True)
 
     def connection(p: argparse.ArgumentParser) -> None:
@@ -148,6 +155,7 @@ def parser() -> argparse.ArgumentParser:
         "else 0",
     )
     history.add_argument("--out", help="write the JSON lines to this file instead of stdout")
+    add_parsers(sub)
     return top
 
 
@@ -376,6 +384,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Entry point; returns the exit status."""
     stream = out if out is not None else sys.stdout
     args = parser().parse_args(argv)
+    if args.command in REST_COMMANDS:
+        return main_rest(args, stream)
     try:
         asyncio.run(run(args, stream))
     except UsageError as err:

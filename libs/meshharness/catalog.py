@@ -114,6 +114,15 @@ CATALOG: Mapping[str, ServiceKind] = {
             state_files={"MSGSTORE_SQLITE_PATH": "messaging.sqlite3"},
             instance_var="SUBSCRIPTION_REPLICA_ID",
         ),
+        ServiceKind(
+            name="gateway",
+            module="services.gateway",
+            prefix="GATEWAY",
+            health="",  # no gRPC service of its own: the whole server goes SERVING once the REST API listens
+            offset=8,
+            needs=("send", "subscription", "health"),
+            extra_ports={"GATEWAY_HTTP_PORT": 8645},
+        ),
     )
 }
 """Every service, by name."""

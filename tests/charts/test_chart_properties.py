@@ -157,6 +157,8 @@ def test_network_policies_allow_exactly_the_call_graph_on_the_service_ports(name
                 ingress_edges |= {(caller, callee) for caller in selector_names(rule["from"])}
             elif any(p["port"] in public for p in rule["ports"]):
                 assert "from" not in rule  # devp2p: any Waku peer
+            elif "from" not in rule:  # a public port on the component's Service (the gateway's REST API)
+                assert grpc_port[callee] not in {p["port"] for p in rule["ports"]}
             else:
                 assert all("podSelector" not in peer for peer in rule["from"]), rule  # metrics: Prometheus
         for rule in policy["spec"]["egress"]:

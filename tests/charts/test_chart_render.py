@@ -158,8 +158,8 @@ def test_values_schema_refuses_wrong_values_naming_the_key(sets: list[str], mess
             "sparkJob.enabled needs storage.backend=cassandra",
         ),
         (
-            ["services.ingest.calls={archive,gateway}"],
-            'services.ingest calls "gateway", which is not a service',
+            ["services.ingest.calls={archive,mailbox}"],
+            'services.ingest calls "mailbox", which is not a service',
         ),
     ],
 )

@@ -37,7 +37,9 @@ spec:
       protocol: TCP
       appProtocol: http
     {{- range $svc.extraPorts }}
-    {{- if not .public }}
+    {{- /* An edge peer's public devp2p port has a Service per replica (below); any other port, public or
+    not (the gateway's REST port, reached through an Ingress), is on the component's one Service. */}}
+    {{- if or (not .public) (not $svc.p2p) }}
     - name: {{ .name }}
       port: {{ .port }}
       targetPort: {{ .name }}
@@ -85,28 +87,6 @@ spec:
       {{- end }}
     {{- end }}
     {{- end }}
-{{- end }}
-{{- else }}
-{{- range $svc.extraPorts }}
-{{- if .public }}
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: {{ $full }}-{{ .name }}
-  namespace: {{ $root.Release.Namespace }}
-  labels:
-    {{- include "mailmesh.componentLabels" $ | nindent 4 }}
-spec:
-  type: ClusterIP
-  selector:
-    {{- include "mailmesh.componentSelector" $ | nindent 4 }}
-  ports:
-    - name: {{ .name }}
-      port: {{ .port }}
-      targetPort: {{ .name }}
-      protocol: {{ .protocol | default "TCP" }}
-{{- end }}
 {{- end }}
 {{- end }}
 {{- end }}

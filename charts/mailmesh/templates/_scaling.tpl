@@ -54,8 +54,6 @@ spec:
 {{- $ing := $svc.ingress }}
 {{- if $ing.enabled }}
 {{- $port := required (printf "services.%s.ingress.port: name the port the Ingress routes to" .name) $ing.port }}
-{{- $public := false }}
-{{- range $svc.extraPorts }}{{ if and (eq .name $port) .public }}{{ $public = true }}{{ end }}{{ end }}
 ---
 apiVersion: networking.k8s.io/v1
 kind: Ingress
@@ -85,7 +83,7 @@ spec:
             pathType: Prefix
             backend:
               service:
-                name: {{ include "mailmesh.componentName" $ }}{{ if $public }}-{{ $port }}{{ end }}
+                name: {{ include "mailmesh.componentName" $ }}
                 port:
                   name: {{ $port }}
     {{- end }}
