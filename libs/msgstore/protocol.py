@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from msgstore.errors import LeaseLost, RequestIdConflict
 from msgstore.types import (
     Event,
     EventDraft,
@@ -66,6 +67,13 @@ class OutboxStore(Protocol):
         """
         ...
 
+    async def add_many(
+        self, entries: Sequence[OutboxEntry], *, now: float
+    ) -> list[tuple[OutboxEntry, bool] | RequestIdConflict]:
+        """:meth:`add` for each entry, with one outcome per entry in order (a conflict is returned, not
+        raised, so one bad request does not fail the others). SQLite: one transaction (group commit)."""
+        ...
+
     async def get(self, request_id: str, *, now: float) -> OutboxEntry | None:
         """The request, or None when unknown or past retention."""
         ...
@@ -80,6 +88,13 @@ class OutboxStore(Protocol):
         (:class:`~msgstore.errors.LeaseLost` otherwise). ``progress.scheduled_at`` is the one field that
         never changes after :meth:`add` (it keys the scheduling index and the listing order; a Resend
         re-queues with ``next_attempt_at``)."""
+        ...
+
+    async def save_many(
+        self, items: Sequence[tuple[OutboxEntry, Lease]], *, now: float
+    ) -> list[OutboxEntry | LeaseLost]:
+        """:meth:`save` for each (entry, lease) in order, one outcome each (a lost lease is returned, not
+        raised). Entries of one shard are numbered in the order given. SQLite: one transaction."""
         ...
 
     async def open_requests(self, shard: int, lease: Lease, *, now: float) -> list[OutboxEntry]:

@@ -15,8 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine
-from dataclasses import replace
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from opentelemetry import trace
@@ -24,8 +23,9 @@ from opentelemetry import trace
 from msgstore.errors import LeaseLost, MsgStoreError, RequestIdConflict
 from msgstore.protocol import MsgStore, OutboxStore
 from msgstore.sharding import shard_of
-from msgstore.types import HealthStatus, MessageErrorKind, OutboxEntry, SendState
+from msgstore.types import HealthStatus, Lease, MessageErrorKind, OutboxEntry, SendState
 from services.send import schedule
+from services.send.batching import GroupCommit
 from services.send.errors import NotOwner, RequestIdTaken
 from services.send.ownership import ShardOwnership
 from services.send.ports import EngineObserver, EngineSettings, Publisher, StoreChecker
@@ -70,7 +70,9 @@ class SendEngine:
         self._finished: dict[str, float] = {}
         self._canceled: set[str] = set()
         self._locks: dict[str, asyncio.Lock] = {}
-        self._shard_locks: dict[int, asyncio.Lock] = {}
+        # Group commit (services.send.batching): concurrent adds, and concurrent saves, share one write.
+        self._adds: GroupCommit[OutboxEntry, tuple[OutboxEntry, bool]] = GroupCommit(self._flush_adds)
+        self._saves: GroupCommit[tuple[OutboxEntry, Lease], OutboxEntry] = GroupCommit(self._flush_saves)
         self._tasks: set[asyncio.Task[None]] = set()
         self._loops: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
@@ -133,7 +135,7 @@ class SendEngine:
                 raise RequestIdTaken(entry.request_id)
             return existing, False
         try:
-            stored, created = await self._outbox.add(entry, now=now)
+            stored, created = await self._adds.submit(entry)
         except RequestIdConflict as err:
             raise RequestIdTaken(entry.request_id) from err
         if created and self._ownership.lease(self._shard(stored.request_id)) is not None:
@@ -168,7 +170,7 @@ class SendEngine:
                 return False, entry.state
             if self._ownership.lease(shard) is None:
                 raise NotOwner(request_id, shard)
-            saved = await self._save_locked(changed)
+            [saved] = await self._save_locked([changed])
             if cancel and request_id in self._busy:
                 self._canceled.add(request_id)  # the attempt in flight discards its result
             if not cancel:
@@ -284,15 +286,21 @@ class SendEngine:
     # ------------------------------------------------------------------------------------------ attempts
 
     async def _transition(self, before: OutboxEntry, after: OutboxEntry) -> None:
-        if before.sequence == 0:  # the QUEUED change of a request accepted meanwhile comes first
-            saved = await self._save(before)
-            after = replace(after, sequence=saved.sequence)
+        # The QUEUED change of a request accepted meanwhile comes first, in the same write.
+        changes = [before] if before.sequence == 0 else []
         if after is not before:
-            await self._save(after)
+            changes.append(after)
+        if changes:
+            await self._save_all(changes)
 
     async def _attempt(self, entry: OutboxEntry) -> None:
-        if entry.sequence == 0:  # accepted but never saved by an owner: its QUEUED change comes first
-            entry = await self._save(entry)
+        if entry.sequence == 0:
+            # Accepted but never saved by an owner: its QUEUED change comes first, in the same write as the
+            # SENDING one that starts this attempt.
+            await self._publish(
+                (await self._save_all([entry, schedule.start_attempt(entry, self._clock())]))[-1]
+            )
+            return
         if entry.state is SendState.SENDING:  # interrupted elsewhere (a dead replica, a failed save)
             detail = "the attempt was interrupted before its result was saved"
             await self._save(
@@ -302,7 +310,9 @@ class SendEngine:
         if entry.state is SendState.AWAITING_STORE:
             await self._check_store(entry)
             return
-        started = await self._save(schedule.start_attempt(entry, self._clock()))
+        await self._publish(await self._save(schedule.start_attempt(entry, self._clock())))
+
+    async def _publish(self, started: OutboxEntry) -> None:
         attrs: dict[str, str | int] = {
             "mailmesh.request_id": started.request_id,
             "mailmesh.attempt": started.progress.attempts,
@@ -341,32 +351,52 @@ class SendEngine:
     def _shard(self, request_id: str) -> int:
         return shard_of(request_id, self._ownership.shards)
 
-    async def _save(self, entry: OutboxEntry) -> OutboxEntry:
-        async with self._locks.setdefault(entry.request_id, asyncio.Lock()):
-            if entry.request_id in self._canceled:
-                raise _Discarded(entry.request_id)
-            return await self._save_locked(entry)
+    async def _flush_adds(
+        self, entries: Sequence[OutboxEntry]
+    ) -> list[tuple[OutboxEntry, bool] | RequestIdConflict]:
+        return await self._outbox.add_many(entries, now=self._clock())
 
-    async def _save_locked(self, entry: OutboxEntry) -> OutboxEntry:
-        rid = entry.request_id
+    async def _flush_saves(self, items: Sequence[tuple[OutboxEntry, Lease]]) -> list[OutboxEntry | LeaseLost]:
+        # One flush at a time (GroupCommit), and save_many numbers one shard's changes in order: a shard's
+        # change numbers never collide (docs/messaging-store.md "Outbox": one save per shard at a time).
+        return await self._outbox.save_many(items, now=self._clock())
+
+    async def _save(self, entry: OutboxEntry) -> OutboxEntry:
+        return (await self._save_all([entry]))[-1]
+
+    async def _save_all(self, entries: list[OutboxEntry]) -> list[OutboxEntry]:
+        """Save changes of one request, in order and in one write, under the request's lock."""
+        rid = entries[0].request_id
+        async with self._locks.setdefault(rid, asyncio.Lock()):
+            if rid in self._canceled:
+                raise _Discarded(rid)
+            return await self._save_locked(entries)
+
+    async def _save_locked(self, entries: list[OutboxEntry]) -> list[OutboxEntry]:
+        rid = entries[0].request_id
         shard = self._shard(rid)
         lease = self._ownership.lease(shard)
         if lease is None:
             self._entries.pop(rid, None)
             raise _Discarded(rid)
+        outcomes = await self._saves.submit_all([(entry, lease) for entry in entries])
+        saved: list[OutboxEntry] = []
+        for outcome in outcomes:
+            if isinstance(outcome, LeaseLost):
+                self._purge(shard)
+                raise outcome
+            if isinstance(outcome, MsgStoreError):
+                self._hold[rid] = self._clock() + _SAVE_RETRY_S
+                raise outcome
+            if isinstance(outcome, BaseException):
+                raise outcome
+            self._saved(outcome)
+            saved.append(outcome)
+        return saved
+
+    def _saved(self, saved: OutboxEntry) -> None:
+        rid = saved.request_id
         before = self._entries.get(rid)
-        try:
-            # One save per shard at a time: the shard's change numbers are allocated by the writer from its
-            # last successful save (docs/messaging-store.md "Outbox"); on Cassandra two concurrent saves of
-            # one shard would take the same number and the later would overwrite the other's change.
-            async with self._shard_locks.setdefault(shard, asyncio.Lock()):
-                saved = await self._outbox.save(entry, lease, now=self._clock())
-        except LeaseLost:
-            self._purge(shard)
-            raise
-        except MsgStoreError:
-            self._hold[rid] = self._clock() + _SAVE_RETRY_S
-            raise
         self._hold.pop(rid, None)
         if saved.state.is_final:
             self._entries.pop(rid, None)
@@ -377,7 +407,6 @@ class SendEngine:
         self._observer.changed(before, saved)
         self._changed.set()
         self._changed = asyncio.Event()
-        return saved
 
 
 class _Discarded(Exception):
