@@ -18,6 +18,7 @@ from msgstore.types import (
     EventDraft,
     Gap,
     Lease,
+    Member,
     OutboxChanges,
     OutboxEntry,
     OutboxFilter,
@@ -50,6 +51,19 @@ class LeaseStore(Protocol):
 
     async def holder(self, name: str) -> Lease | None:
         """The latest holder of ``name`` (possibly expired), or None if it was never taken."""
+        ...
+
+    async def heartbeat(self, group: str, member: str, address: str, ttl: float, now: float) -> None:
+        """Record ``member`` of ``group`` as alive until ``now + ttl``, reachable at ``address`` (an upsert:
+        no condition, no lightweight transaction)."""
+        ...
+
+    async def members(self, group: str, now: float) -> list[Member]:
+        """The members of ``group`` alive at ``now``, by name."""
+        ...
+
+    async def leave(self, group: str, member: str) -> None:
+        """End ``member``'s membership at once (graceful stop); a no-op when it is not a member."""
         ...
 
 

@@ -140,9 +140,10 @@ class SendHandle:
         return self.registry.get_sample_value(name, labels or {}) or 0.0
 
     async def stop(self, *, release: bool = True) -> None:
-        """Stop gracefully; ``release=False`` keeps the shard leases as a killed replica would."""
+        """Stop gracefully; ``release=False`` keeps the shard leases and the membership as a killed replica
+        would (they expire on their own)."""
         if not release:
-            self.deps.engine._ownership._held.clear()
+            self.deps.engine.ownership.forget()
         await self.channel.close()
         await self.mesh.stop(grace=2.0)
 

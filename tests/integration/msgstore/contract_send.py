@@ -1,6 +1,11 @@
-"""The group-commit part of the outbox contract (see contract.py): ``add_many`` and ``save_many`` give each
-item the outcome its single call would have, number one shard's changes in the order given, and turn a
-conflict or a lost lease into that item's outcome without failing the others."""
+"""The parts of the contract the send service's replicas rely on (see contract.py).
+
+- Group commit: ``add_many`` and ``save_many`` give each item the outcome its single call would have,
+  number one shard's changes in the order given, and turn a conflict or a lost lease into that item's
+  outcome without failing the others.
+- Membership: heartbeats make a member visible until its expiry, with its address; leaving ends it at once;
+  groups are apart.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,15 @@ from msgstore.errors import LeaseLost, RequestIdConflict
 from msgstore.protocol import MsgStore
 from msgstore.sharding import lease_name, shard_of
 from msgstore.types import OutboxEntry, SendState
-from tests.integration.msgstore.contract_data import SHARDS, T0, TTL, advanced, entry, shard_lease
+from tests.integration.msgstore.contract_data import (
+    SHARDS,
+    T0,
+    TTL,
+    StoreFactory,
+    advanced,
+    entry,
+    shard_lease,
+)
 
 
 def _in_shards(count: int) -> list[OutboxEntry]:
@@ -83,3 +96,28 @@ class OutboxBatchContract:
         assert isinstance(outcomes[1], LeaseLost) and outcomes[1].name == lease_name(1)
         got = await store.outbox.get(theirs.request_id, now=T0 + TTL + 2)
         assert got is not None and got.state is SendState.QUEUED
+
+
+class MembershipContract:
+    """heartbeat / members / leave."""
+
+    async def test_members_are_seen_until_their_expiry_and_leave_at_once(
+        self, make_store: StoreFactory
+    ) -> None:
+        a, b = await make_store(), await make_store()  # two replicas on one store
+        await a.leases.heartbeat("send", "a", "10.0.0.1:50055", TTL, T0)
+        await b.leases.heartbeat("send", "b", "10.0.0.2:50055", TTL / 2, T0)
+        await b.leases.heartbeat("other", "c", "10.0.0.3:1", TTL, T0)
+        seen = await b.leases.members("send", T0 + 1)
+        assert [(m.name, m.address, m.expires_at) for m in seen] == [
+            ("a", "10.0.0.1:50055", T0 + TTL),
+            ("b", "10.0.0.2:50055", T0 + TTL / 2),
+        ]
+        assert [m.name for m in await a.leases.members("send", T0 + TTL / 2)] == ["a"]  # b's expired
+        await b.leases.heartbeat("send", "b", "10.0.0.9:50055", TTL, T0 + TTL / 2)  # back, moved
+        again = await a.leases.members("send", T0 + TTL / 2 + 1)
+        assert [(m.name, m.address) for m in again] == [("a", "10.0.0.1:50055"), ("b", "10.0.0.9:50055")]
+        await a.leases.leave("send", "a")
+        await a.leases.leave("send", "nobody")  # a no-op
+        assert [m.name for m in await b.leases.members("send", T0 + TTL / 2 + 1)] == ["b"]
+        assert [m.name for m in await b.leases.members("other", T0 + 1)] == ["c"]
