@@ -6,7 +6,8 @@ at once to every ready peer whose PoW requirement and bloom/topic interest admit
 envelopes relayed from peers still wait for the 300 ms round), and given to the
 :class:`~wakunode.ports.EnvelopeSink` with ``peer_id=None``. With ``relay_timeout > 0`` the call waits until
 every such peer has it (its write finished), or the timeout passes; ``relayed_to`` counts the distinct
-connected remotes holding it.
+connected remotes holding it. Publishing an envelope the cache already holds (a retry) does the same for the
+peers that do not have it yet, and answers ALREADY_KNOWN.
 """
 
 from __future__ import annotations
@@ -117,7 +118,9 @@ async def publish(
         except CodecError as err:
             slots.append(PublishResult(b"", PublishStatus.REJECTED, error=f"malformed envelope: {err}"))
     admissions = relay.admit(valid, now, None)
-    entries = [a.entry for a in admissions if a.new and a.entry is not None]
+    # New and already cached alike: a retry of an envelope cached while no peer was there goes at once to
+    # the peers that connected since, and its Publish waits for them like a first one.
+    entries = [a.entry for a in admissions if a.entry is not None]
     relay.push(entries)  # before the sink, which may wait for ingest's buffer room
     await relay.deliver(None, [a.envelope for a in admissions if a.new], now, ephemeral=ephemeral)
     if relay_timeout > 0:

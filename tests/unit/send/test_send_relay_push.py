@@ -92,3 +92,15 @@ async def test_a_follower_cancelled_with_its_session_cancels_the_write_it_waited
     follower.cancel()
     await asyncio.gather(follower, return_exceptions=True)
     assert stuck.cancelled() and node.relay._queued == {}
+
+
+async def test_a_republished_envelope_goes_at_once_to_a_peer_that_connected_since() -> None:
+    node = WakuNode(NodeConfig(), clock=ManualClock())
+    env = envelope(6)
+    [first] = await node.publish([env])  # no peer yet: cached, sent to nobody
+    assert (first.status, first.relayed_to) == (PublishStatus.QUEUED, 0)
+    peer, _ = await _connect(node)
+    [again] = await node.publish([env], relay_timeout=30.0)  # a retry; no round would come
+    assert (again.status, again.relayed_to) == (PublishStatus.ALREADY_KNOWN, 1)
+    assert _hashes(peer) == [env.hash]
+    assert node.relay.forward_round() == 0
