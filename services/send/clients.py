@@ -1,4 +1,5 @@
-"""Other services as the send service sees them: edge peers, history-query and health.
+"""Other services as the send service sees them: edge peers, history-query, health, and the other send
+replicas (Cancel/Resend forwarded to a shard's owner).
 
 Every unary call carries a deadline (:func:`meshcore.remaining_timeout`); a gRPC failure becomes a meshcore
 error (``translate_rpc_error``). A Publish that fails on one edge peer does not fail the attempt: the
@@ -21,12 +22,13 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from mailmesh.edgepeer.v1 import edgepeer_pb2, edgepeer_pb2_grpc
 from mailmesh.health.v1 import health_pb2, health_pb2_grpc
 from mailmesh.history.v1 import history_pb2, history_pb2_grpc
+from mailmesh.send.v1 import send_pb2, send_pb2_grpc
 from meshcore import make_channel, remaining_timeout, translate_rpc_error
 from meshcore.protoconv import duration
-from msgstore.types import HealthStatus, OutboxEntry
-from services.send.ports import PublishOutcome
+from msgstore.types import HealthStatus, OutboxEntry, SendState
+from services.send.ports import FORWARDED, PublishOutcome
 
-__all__ = ["EdgePeers", "HealthFollower", "HistoryLookup"]
+__all__ = ["EdgePeers", "HealthFollower", "HistoryLookup", "SendReplicas"]
 
 _log = logging.getLogger(__name__)
 _PUBLISHED = edgepeer_pb2.PUBLISH_STATUS_PUBLISHED
@@ -214,3 +216,60 @@ class HealthFollower:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         await self._channel.close()
+
+
+class SendReplicas:
+    """The other send replicas, reached at the address each advertises in its member row (one channel per
+    address, kept while the process runs: replicas are few)."""
+
+    def __init__(
+        self,
+        me: str,
+        *,
+        call_timeout_s: float,
+        registry: CollectorRegistry = REGISTRY,
+        tracer_provider: trace.TracerProvider | None = None,
+    ) -> None:
+        self._me = me
+        self._timeout_s = call_timeout_s
+        self._registry = registry
+        self._tracer_provider = tracer_provider
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    def _stub(self, address: str) -> send_pb2_grpc.SendServiceAsyncStub:
+        channel = self._channels.get(address)
+        if channel is None:
+            service = "mailmesh.send.v1.SendService"
+            channel = _channel(address, service, self._timeout_s, self._registry, self._tracer_provider)
+            self._channels[address] = channel
+        return send_pb2_grpc.SendServiceStub(channel)
+
+    async def cancel(self, address: str, request_id: str) -> tuple[bool, SendState]:
+        """Cancel on the replica at ``address``: (canceled, state after)."""
+        try:
+            reply = await self._stub(address).Cancel(
+                send_pb2.CancelRequest(request_id=request_id),
+                timeout=remaining_timeout(self._timeout_s),
+                metadata=((FORWARDED, self._me),),
+            )
+        except grpc.aio.AioRpcError as err:
+            raise translate_rpc_error(err) from err
+        return reply.canceled, SendState(reply.state)
+
+    async def resend(self, address: str, request_id: str) -> tuple[bool, SendState]:
+        """Resend on the replica at ``address``: (rescheduled, state after)."""
+        try:
+            reply = await self._stub(address).Resend(
+                send_pb2.ResendRequest(request_id=request_id),
+                timeout=remaining_timeout(self._timeout_s),
+                metadata=((FORWARDED, self._me),),
+            )
+        except grpc.aio.AioRpcError as err:
+            raise translate_rpc_error(err) from err
+        return reply.rescheduled, SendState(reply.state)
+
+    async def close(self) -> None:
+        """Close every channel."""
+        channels, self._channels = list(self._channels.values()), {}
+        for channel in channels:
+            await channel.close()

@@ -124,6 +124,14 @@ class Config(FromEnv):
         doc="Seconds between two reads of an owned shard's open requests (picks up requests another "
         "replica accepted).",
     )
+    advertise_addr: str = setting(
+        "SEND_ADVERTISE_ADDR",
+        lambda raw: "" if not raw.strip() else str(parse_host_port()(raw)),
+        default="",
+        doc="host:port the other send replicas reach this one's gRPC server at (Cancel/Resend of a request "
+        "this replica owns are forwarded here); empty = SEND_GRPC_HOST, or this host's address when that is "
+        "a wildcard, with the bound gRPC port. In Kubernetes: the pod IP.",
+    )
     watch_poll_s: float = setting(
         "SEND_WATCH_POLL_SECONDS",
         parse_duration(0.01, 60),

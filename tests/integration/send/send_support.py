@@ -50,12 +50,14 @@ class Mesh:
         return f"127.0.0.1:{self.edge.mesh.port}"
 
     async def peer(self) -> tuple[WakuClient, MemorySink]:
-        """A relaying Waku peer (PoW 0, full bloom) connected to the edge peer."""
+        """A relaying Waku peer (PoW 0, full bloom) connected to the edge peer, ready on both sides (the edge
+        peer relays to it only once it has the peer's Status)."""
         sink = MemorySink()
         client = relay_client(sink)
         await client.start()
         self.clients.append(client)
         await client.connect(self.edge.enode)
+        await self.edge.edge.node.wait_ready(client.server.pubkey, 10.0)
         return client, sink
 
     async def start_health(self) -> HealthHandle:

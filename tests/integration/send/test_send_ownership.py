@@ -7,7 +7,6 @@ import uuid
 from pathlib import Path
 
 import grpc
-import pytest
 
 from mailmesh.common.v1 import common_pb2
 from mailmesh.send.v1 import send_pb2
@@ -124,7 +123,7 @@ def _message(i: int) -> common_pb2.WakuMessage:
     return common_pb2.WakuMessage(payload=f"m{i}".encode(), content_topic=TOPIC)
 
 
-async def test_cancel_must_reach_the_owner_of_the_requests_shard(mesh: Mesh, tmp_path: Path) -> None:
+async def test_cancel_through_a_non_owner_is_forwarded_to_the_owner(mesh: Mesh, tmp_path: Path) -> None:
     db = tmp_path / "msg.db"
     owner = await start_send(mesh, db, SEND_BACKOFF_SECONDS="60")
     other = await start_send(mesh, db, SEND_BACKOFF_SECONDS="60")
@@ -132,15 +131,70 @@ async def test_cancel_must_reach_the_owner_of_the_requests_shard(mesh: Mesh, tmp
     watch = Watch(owner)
     try:
         # Any replica accepts; the owner sends (no peer: it waits to retry).
-        reply = await other.send(request_id=request_id_in(owner.deps.engine.ownership.held, 4))
+        mine = owner.deps.engine.ownership.held
+        reply = await other.send(request_id=request_id_in(mine, 4))
         await watch.until(reply.request_id, S.SEND_STATE_RETRY_WAIT)
-        with pytest.raises(grpc.aio.AioRpcError) as err:
-            await other.stub.Cancel(send_pb2.CancelRequest(request_id=reply.request_id), timeout=10)
-        assert err.value.code() is grpc.StatusCode.FAILED_PRECONDITION
-        assert "owned by another send replica" in (err.value.details() or "")
-        out = await owner.stub.Cancel(send_pb2.CancelRequest(request_id=reply.request_id), timeout=10)
-        assert out.canceled and out.state == S.SEND_STATE_CANCELED
+        out = await other.stub.Cancel(send_pb2.CancelRequest(request_id=reply.request_id), timeout=10)
+        assert out.canceled and out.state == S.SEND_STATE_CANCELED  # the owner's answer
+        done = await watch.until(reply.request_id, S.SEND_STATE_CANCELED)  # saved by the owner
+        assert not done.sending
+        again = await other.stub.Cancel(send_pb2.CancelRequest(request_id=reply.request_id), timeout=10)
+        assert not again.canceled and again.state == S.SEND_STATE_CANCELED  # finished: read, not forwarded
+        local = await other.send(request_id=request_id_in(other.deps.engine.ownership.held, 4))
+        own = await other.stub.Cancel(send_pb2.CancelRequest(request_id=local.request_id), timeout=10)
+        assert own.canceled and own.state == S.SEND_STATE_CANCELED  # its own shard: no forwarding
     finally:
         await watch.close()
         await other.stop()
         await owner.stop()
+
+
+async def test_resend_through_a_non_owner_is_forwarded_to_the_owner(mesh: Mesh, tmp_path: Path) -> None:
+    db = tmp_path / "msg.db"
+    owner = await start_send(mesh, db, SEND_RETRIES="0")
+    other = await start_send(mesh, db, SEND_RETRIES="0")
+    await shares([owner, other], [2, 2])
+    watch = Watch(owner)
+    try:
+        reply = await other.send(request_id=request_id_in(owner.deps.engine.ownership.held, 4))
+        failed = await watch.until(reply.request_id, S.SEND_STATE_FAILED)  # no peer, no retry
+        assert failed.error.kind == common_pb2.MESSAGE_ERROR_KIND_NO_PEERS
+        _, sink = await mesh.peer()
+        out = await other.stub.Resend(send_pb2.ResendRequest(request_id=reply.request_id), timeout=10)
+        assert out.rescheduled and out.state == S.SEND_STATE_QUEUED
+        done = await watch.until(reply.request_id, S.SEND_STATE_SUCCEEDED)
+        assert [e.hash for e in await sink.wait_for(1)] == [done.envelope_hash]
+    finally:
+        await watch.close()
+        await other.stop()
+        await owner.stop()
+
+
+async def test_cancel_while_the_owner_is_dead_is_unavailable_until_its_shard_is_taken_over(
+    mesh: Mesh, tmp_path: Path
+) -> None:
+    db = tmp_path / "msg.db"
+    owner = await start_send(mesh, db, SEND_BACKOFF_SECONDS="60")
+    other = await start_send(mesh, db, SEND_BACKOFF_SECONDS="60")
+    await shares([owner, other], [2, 2])
+    watch = Watch(other, after=b"")
+    try:
+        reply = await other.send(request_id=request_id_in(owner.deps.engine.ownership.held, 4))
+        await watch.until(reply.request_id, S.SEND_STATE_RETRY_WAIT)
+        await owner.stop(release=False)  # dies holding its leases and membership
+        refusals: set[grpc.StatusCode] = set()
+        async with asyncio.timeout(30):
+            while True:
+                try:
+                    request = send_pb2.CancelRequest(request_id=reply.request_id)
+                    out = await other.stub.Cancel(request, timeout=10)
+                    break
+                except grpc.aio.AioRpcError as err:
+                    refusals.add(err.code())
+                    await asyncio.sleep(0.1)
+        assert refusals <= {grpc.StatusCode.UNAVAILABLE}  # retryable, never a wrong answer
+        assert out.canceled and out.state == S.SEND_STATE_CANCELED  # by the new owner
+        await shares([other], [4])
+    finally:
+        await watch.close()
+        await other.stop()
