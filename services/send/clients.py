@@ -1,5 +1,6 @@
-"""Other services as the send service sees them: edge peers, history-query, health, and the other send
-replicas (Cancel/Resend forwarded to a shard's owner).
+"""Other services as the send service sees them: edge peers, history-query, health, the subscription
+service (which topics active subscriptions cover) and the other send replicas (Cancel/Resend forwarded to a
+shard's owner).
 
 Every unary call carries a deadline (:func:`meshcore.remaining_timeout`); a gRPC failure becomes a meshcore
 error (``translate_rpc_error``). A Publish that fails on one edge peer does not fail the attempt: the
@@ -23,12 +24,15 @@ from mailmesh.edgepeer.v1 import edgepeer_pb2, edgepeer_pb2_grpc
 from mailmesh.health.v1 import health_pb2, health_pb2_grpc
 from mailmesh.history.v1 import history_pb2, history_pb2_grpc
 from mailmesh.send.v1 import send_pb2, send_pb2_grpc
+from mailmesh.subscription.v1 import subscription_pb2, subscription_pb2_grpc
 from meshcore import make_channel, remaining_timeout, translate_rpc_error
+from meshcore.errors import MeshError
 from meshcore.protoconv import duration
+from msgapi.config import parse_content_topic
 from msgstore.types import HealthStatus, OutboxEntry, SendState
 from services.send.ports import FORWARDED, PublishOutcome
 
-__all__ = ["EdgePeers", "HealthFollower", "HistoryLookup", "SendReplicas"]
+__all__ = ["EdgePeers", "HealthFollower", "HistoryLookup", "SendReplicas", "SubscriptionCoverage"]
 
 _log = logging.getLogger(__name__)
 _PUBLISHED = edgepeer_pb2.PUBLISH_STATUS_PUBLISHED
@@ -273,3 +277,80 @@ class SendReplicas:
         channels, self._channels = list(self._channels.values()), {}
         for channel in channels:
             await channel.close()
+
+
+class SubscriptionCoverage:
+    """The (pubsub topic, content topic) pairs the active subscriptions cover, read from
+    SubscriptionService.ListSubscriptions every ``refresh_s`` seconds (MESSAGING-API "storeConfirmation":
+    the store check starts once the Subscribe API was called for a topic).
+
+    Fail-safe: a Send never waits for or fails on the subscription service; :meth:`covers` answers from the
+    last list read (nothing before the first), and while the service cannot be read that list stands.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        refresh_s: float,
+        call_timeout_s: float,
+        on_read: Callable[[int], object] = lambda count: None,
+        registry: CollectorRegistry = REGISTRY,
+        tracer_provider: trace.TracerProvider | None = None,
+    ) -> None:
+        service = "mailmesh.subscription.v1.SubscriptionService"
+        self._on_read = on_read
+        self._channel = _channel(target, service, call_timeout_s, registry, tracer_provider)
+        self._stub = subscription_pb2_grpc.SubscriptionServiceStub(self._channel)
+        self._refresh_s = refresh_s
+        self._timeout_s = call_timeout_s
+        self._covered: frozenset[tuple[str, str]] = frozenset()
+        self._task: asyncio.Task[None] | None = None
+        #: Successful reads so far (tests wait on it).
+        self.reads = 0
+
+    def covers(self, pubsub_topic: str, content_topic: str) -> bool:
+        """Whether an active subscription (the background one included) covers the topic pair."""
+        return (pubsub_topic, content_topic) in self._covered
+
+    def start(self) -> None:
+        """Begin refreshing (call from the event loop)."""
+        self._task = asyncio.create_task(self._run())
+
+    async def refresh(self) -> None:
+        """Read the active subscriptions once; meshcore errors when the service cannot answer."""
+        try:
+            reply = await self._stub.ListSubscriptions(
+                subscription_pb2.ListSubscriptionsRequest(), timeout=remaining_timeout(self._timeout_s)
+            )
+        except grpc.aio.AioRpcError as err:
+            raise translate_rpc_error(err) from err
+        covered: set[tuple[str, str]] = set()
+        for sub in reply.subscriptions:
+            for topic in sub.content_topics:
+                try:
+                    covered.add((sub.pubsub_topic, parse_content_topic(topic)))
+                except ValueError:
+                    continue  # a topic this node could not send to anyway
+        self._covered = frozenset(covered)
+        self.reads += 1
+        self._on_read(len(covered))
+
+    async def _run(self) -> None:
+        reported = False  # one log line per outage, not one per retry
+        while True:
+            try:
+                await self.refresh()
+                reported = False
+            except MeshError as err:
+                if not reported:
+                    _log.info("subscriptions unreadable (%s); the last list read stands", err.message)
+                    reported = True
+            await asyncio.sleep(self._refresh_s)
+
+    async def close(self) -> None:
+        """Stop refreshing and close the channel."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self._channel.close()

@@ -22,7 +22,7 @@ from mailmesh.send.v1 import send_pb2_grpc
 from meshcore import MeshServer, Registration, build_server
 from msgstore.factory import create_store
 from msgstore.protocol import MsgStore
-from services.send.clients import EdgePeers, HealthFollower, HistoryLookup, SendReplicas
+from services.send.clients import EdgePeers, HealthFollower, HistoryLookup, SendReplicas, SubscriptionCoverage
 from services.send.config import Config
 from services.send.engine import SendEngine
 from services.send.metrics import SendMetrics
@@ -46,6 +46,7 @@ class Deps:
     engine: SendEngine
     health: HealthFollower | None
     replicas: SendReplicas | None = None
+    coverage: SubscriptionCoverage | None = None
     closers: tuple[Callable[[], object], ...] = ()
     starters: tuple[Callable[[], Awaitable[None]], ...] = ()
     registry: CollectorRegistry = REGISTRY
@@ -103,6 +104,7 @@ def connect(
     policy = RetryPolicy(
         retries=cfg.retries, backoff_s=cfg.backoff_s, store_check_delay_s=cfg.store_check_delay_s
     )
+    metrics = SendMetrics.for_registry(registry)
     engine = SendEngine(
         store,
         ownership,
@@ -115,7 +117,7 @@ def connect(
             lease_ttl_s=cfg.lease_ttl_s,
             adopt_interval_s=cfg.adopt_interval_s,
         ),
-        SendMetrics.for_registry(registry),
+        metrics,
         clock,
     )
     health = (
@@ -123,7 +125,22 @@ def connect(
         if cfg.health_addr
         else None
     )
+    # MESSAGING-API "storeConfirmation": subscriptions matter only when it is on.
+    coverage = (
+        SubscriptionCoverage(
+            cfg.subscription_addr,
+            refresh_s=cfg.subscription_refresh_s,
+            call_timeout_s=cfg.call_timeout_s,
+            on_read=metrics.subscribed_topics.set,
+            registry=registry,
+            tracer_provider=tracer_provider,
+        )
+        if cfg.subscription_addr and cfg.messaging.store_confirmation
+        else None
+    )
     closers: list[Callable[[], object]] = [edges.close, history.close, replicas.close]
+    if coverage is not None:
+        closers.append(coverage.close)
     starters: list[Callable[[], Awaitable[None]]] = []
     if store_nodes is not None:
         starters.append(store_nodes.start)
@@ -131,7 +148,16 @@ def connect(
     if health is not None:
         closers.insert(0, health.close)
     return Deps(
-        store, engine, health, replicas, tuple(closers), tuple(starters), registry, tracer_provider, clock
+        store,
+        engine,
+        health,
+        replicas,
+        coverage,
+        tuple(closers),
+        tuple(starters),
+        registry,
+        tracer_provider,
+        clock,
     )
 
 
@@ -158,6 +184,7 @@ def build(cfg: Config, deps: Deps) -> MeshServer:
         clock=deps.clock,
         watch_poll_s=cfg.watch_poll_s,
         replicas=deps.replicas,
+        covered=deps.coverage.covers if deps.coverage is not None else None,
     )
     mesh = build_server(
         cfg.runtime,
@@ -176,6 +203,8 @@ def build(cfg: Config, deps: Deps) -> MeshServer:
         deps.engine.start()
         if deps.health is not None:
             deps.health.start()
+        if deps.coverage is not None:
+            deps.coverage.start()
 
     mesh.add_start_hook(start)
     mesh.add_shutdown_hook(api.close)

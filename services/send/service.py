@@ -33,6 +33,10 @@ _GAP_RECHECK_S = 0.05
 _FORWARD_TRIES = 3  # owner look-ups per Cancel/Resend when the shard changes hands during the call
 
 
+def _nothing_covered(pubsub_topic: str, content_topic: str) -> bool:
+    return False
+
+
 @dataclass(frozen=True, slots=True)
 class WatchItem:
     """One message of a watch: a change, or the shards whose changes were missed."""
@@ -54,9 +58,11 @@ class SendApi:
         clock: Callable[[], float],
         watch_poll_s: float,
         replicas: ReplicaCalls | None = None,
+        covered: Callable[[str, str], bool] | None = None,
     ) -> None:
         self._engine = engine
         self._replicas = replicas
+        self._covered = covered or _nothing_covered
         self._store = store
         self._rules = rules
         self._clock = clock
@@ -78,7 +84,7 @@ class SendApi:
 
     async def send(self, inp: SendInput) -> tuple[OutboxEntry, bool]:
         """Validate, persist and schedule; (entry, created)."""
-        entry = prepare(inp, self._rules, self._clock())
+        entry = prepare(inp, self._rules, self._clock(), self._covered)
         await self._ready()
         return await self._engine.accept(
             entry, given_id=bool(inp.request_id), given_timestamp=bool(inp.message.timestamp)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from msgapi.errors import UnsupportedPubsubTopic as SpecUnsupportedTopic
@@ -71,12 +72,17 @@ class SendRules:
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
 
 
-def store_confirmation_applies(inp: SendInput, content_topic: str, rules: SendRules) -> bool:
+def store_confirmation_applies(
+    inp: SendInput, content_topic: str, rules: SendRules, *, subscribed: bool = False
+) -> bool:
     """Whether the request waits for the store (send.proto ``ConfirmMode``; MESSAGING-API "Acknowledgements").
 
     STORE: always; SENT_ONLY: never; otherwise when ``storeConfirmation`` is on and the content topic is in
-    ``confirmContentTopics`` or the request asks to monitor it. Ephemeral messages are never archived, so
-    never confirmed.
+    ``confirmContentTopics``, or covered by an active subscription (``subscribed``), or the request asks to
+    monitor it. MESSAGING-API "storeConfirmation": with ``confirmContentTopics`` the store query MUST run for
+    them; without, it starts "only after the Subscribe API is called"; off, ``stored`` "MUST NOT be
+    populated" (History API aside) — so a subscription alone never turns it on. Ephemeral messages are never
+    archived, so never confirmed.
     """
     if inp.message.ephemeral:
         return False
@@ -84,7 +90,7 @@ def store_confirmation_applies(inp: SendInput, content_topic: str, rules: SendRu
         return True
     if inp.confirm_mode is ConfirmMode.SENT_ONLY:
         return False
-    monitored = inp.monitor_content_topic or content_topic in rules.confirm_content_topics
+    monitored = inp.monitor_content_topic or subscribed or content_topic in rules.confirm_content_topics
     return rules.store_confirmation and monitored
 
 
@@ -125,8 +131,11 @@ def _sent_time(timestamp_ns: int | None, ttl: int, now: float) -> int:
     return int(sent)
 
 
-def prepare(inp: SendInput, rules: SendRules, now: float) -> OutboxEntry:
+def prepare(
+    inp: SendInput, rules: SendRules, now: float, covered: Callable[[str, str], bool] = lambda p, c: False
+) -> OutboxEntry:
     """The QUEUED outbox entry of a valid request; InvalidMessage / UnsupportedPubsubTopic otherwise.
+    ``covered(pubsub topic, content topic)`` says whether an active subscription covers the message.
 
     The timestamp is truncated to whole seconds before hashing (send.proto ``SendRequest.message``), so the
     message hash is what a Waku v1 receiver derives from the envelope's sent time.
@@ -170,7 +179,9 @@ def prepare(inp: SendInput, rules: SendRules, now: float) -> OutboxEntry:
         attempts=0,
         max_attempts=rules.max_attempts,
         relayed_peers=0,
-        store_confirmation=store_confirmation_applies(inp, content_topic, rules),
+        store_confirmation=store_confirmation_applies(
+            inp, content_topic, rules, subscribed=covered(pubsub_topic, content_topic)
+        ),
         scheduled_at=now,
     )
     return OutboxEntry(

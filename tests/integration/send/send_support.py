@@ -80,6 +80,7 @@ class Mesh:
             "SEND_EDGE_ADDR": self.edge_address,
             "SEND_HISTORY_ADDR": self.history.address,
             "SEND_HEALTH_ADDR": f"127.0.0.1:{self.health.mesh.port}" if self.health else "",
+            "SEND_SUBSCRIPTION_ADDR": "",  # tests that want subscriptions give their own
             "SEND_PUBLISH_TIMEOUT_SECONDS": "1",  # > one relay broadcast round (300 ms)
             "SEND_STORE_CHECK_DELAY_SECONDS": "0.3",
             "SEND_LEASE_TTL_SECONDS": "3",
