@@ -121,6 +121,11 @@ class OutboxStore(Protocol):
         """Requests matching ``flt`` by (scheduled_at, request id), with MESSAGING-API skip/take."""
         ...
 
+    async def head(self, *, now: float) -> bytes:
+        """The position after every change written so far (each shard's last sequence): where a watch of
+        live changes only starts, without reading the retained log through."""
+        ...
+
     async def changes_after(self, position: bytes, limit: int, *, now: float) -> OutboxChanges:
         """Up to ``limit`` changes after ``position`` (an encoded ResumePosition; empty = the start),
         in sequence order within each shard, and the position after them."""

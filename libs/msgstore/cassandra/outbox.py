@@ -253,6 +253,11 @@ class CassandraOutbox:
             )
         return [e for e in entries if not e.state.is_final]
 
+    async def head(self, *, now: float) -> bytes:
+        """Each shard's last sequence (its ``outbox_shards`` row), as a position."""
+        lasts = await asyncio.gather(*(self._shard_last(s) for s in range(self.shards)))
+        return ResumePosition(tuple(lasts)).encode()
+
     async def changes_after(self, position: bytes, limit: int, *, now: float) -> OutboxChanges:
         """Retained changes after ``position``, merged across shards."""
         if limit < 1:

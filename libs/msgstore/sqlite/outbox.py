@@ -244,6 +244,15 @@ class SqliteOutbox:
         params += [-1 if limit is None else limit, offset]
         return await self._select(where, tuple(params))
 
+    async def head(self, *, now: float) -> bytes:
+        """Each shard's last sequence, as a position."""
+
+        def job(conn: sqlite3.Connection) -> bytes:
+            lasts = dict(conn.execute("SELECT shard, last_seq FROM outbox_shards").fetchall())
+            return ResumePosition(tuple(lasts.get(s, 0) for s in range(self.shards))).encode()
+
+        return await self._store.read(job, "read outbox head")
+
     async def changes_after(self, position: bytes, limit: int, *, now: float) -> OutboxChanges:
         """Retained changes after ``position``, merged across shards."""
         if limit < 1:

@@ -13,7 +13,7 @@ import dataclasses
 
 from msgstore.errors import LeaseLost, RequestIdConflict
 from msgstore.protocol import MsgStore
-from msgstore.sharding import lease_name, shard_of
+from msgstore.sharding import ResumePosition, lease_name, shard_of
 from msgstore.types import OutboxEntry, SendState
 from tests.integration.msgstore.contract_data import (
     SHARDS,
@@ -80,6 +80,24 @@ class OutboxBatchContract:
             (0, 1, SendState.SENDING),
             (0, 4, SendState.SUCCEEDED),
         ]
+
+    async def test_head_is_the_position_after_every_change(self, store: MsgStore) -> None:
+        assert await store.outbox.head(now=T0) == ResumePosition.start(SHARDS).encode()
+        entries = _in_shards(2)
+        await store.outbox.add_many(entries, now=T0)
+        leases = {s: await shard_lease(store, s) for s in (0, 1)}
+        items = [
+            (advanced(e, SendState.SENDING, T0 + 1), leases[shard_of(e.request_id, SHARDS)]) for e in entries
+        ]
+        await store.outbox.save_many(items[:3], now=T0 + 1)
+        head = await store.outbox.head(now=T0 + 1)
+        assert head == (await store.outbox.changes_after(b"", 100, now=T0 + 1)).position
+        assert (await store.outbox.changes_after(head, 100, now=T0 + 1)).changes == []
+        [later] = await store.outbox.save_many(items[3:], now=T0 + 2)
+        assert [
+            c.entry.request_id for c in (await store.outbox.changes_after(head, 100, now=T0 + 2)).changes
+        ] == [items[3][0].request_id]
+        assert isinstance(later, OutboxEntry)
 
     async def test_a_lost_lease_fails_only_its_items(self, store: MsgStore) -> None:
         mine, theirs = _in_shards(1)
