@@ -11,7 +11,6 @@ resolves only after the flush holding its item returned, so what a caller was to
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -87,10 +86,3 @@ class GroupCommit(Generic[T, R]):
                 future.set_exception(result)
             else:
                 future.set_result(result)
-
-    async def close(self) -> None:
-        """Wait for the flush in progress and any pending items (shutdown)."""
-        running = self._running
-        if running is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(running)

@@ -63,12 +63,20 @@ class SqliteOutbox:
         self._store = store
         self.shards = store.settings.shards
 
-    def _upsert(self, conn: sqlite3.Connection, entry: OutboxEntry, body: bytes, now: float) -> None:
+    def _upsert(
+        self, conn: sqlite3.Connection, entry: OutboxEntry, body: bytes, now: float, *, new: bool = False
+    ) -> bool:
+        """Write the request's row; ``new``: only if no row has its id (False when one has)."""
         expires = now + self._store.settings.outbox_retention
-        conn.execute(
+        conflict = (
+            "DO NOTHING"
+            if new
+            else "DO UPDATE SET state = excluded.state, expires_at = excluded.expires_at, "
+            "body = excluded.body"
+        )
+        cursor = conn.execute(
             "INSERT INTO outbox (request_id, shard, message_hash, scheduled_at, state, content_topic, "
-            "expires_at, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (request_id) DO UPDATE SET "
-            "state = excluded.state, expires_at = excluded.expires_at, body = excluded.body",
+            f"expires_at, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (request_id) {conflict}",
             (
                 entry.request_id,
                 shard_of(entry.request_id, self.shards),
@@ -80,6 +88,7 @@ class SqliteOutbox:
                 body,
             ),
         )
+        return cursor.rowcount == 1
 
     async def add(self, entry: OutboxEntry, *, now: float) -> tuple[OutboxEntry, bool]:
         """Insert a new request; a repeat returns the stored one, a different message conflicts."""
@@ -99,18 +108,23 @@ class SqliteOutbox:
                 out: list[tuple[OutboxEntry, bool] | RequestIdConflict] = []
                 added: dict[str, OutboxEntry] = {}
                 for entry in entries:
-                    stored = added.get(entry.request_id)
-                    if stored is None:
-                        row = conn.execute(
-                            _ENTRY + "AND o.request_id = ?", (now, entry.request_id)
-                        ).fetchone()
-                        stored = None if row is None else decode_entry(row[0], row[1])
+                    rid = entry.request_id
+                    stored = added.get(rid)
+                    # Nearly every id is new (generated): insert first, and read only when the id is taken.
+                    if stored is None and not self._upsert(
+                        conn, entry, doc := encode_entry(entry), now, new=True
+                    ):
+                        row = conn.execute(_ENTRY + "AND o.request_id = ?", (now, rid)).fetchone()
+                        if row is None:  # a row past its retention holds the id: it is a new request now
+                            conn.execute("DELETE FROM outbox WHERE request_id = ?", (rid,))
+                            self._upsert(conn, entry, doc, now, new=True)
+                        else:
+                            stored = decode_entry(row[0], row[1])
                     if stored is not None:
                         out.append(
                             (stored, False) if stored.repeats(entry) else RequestIdConflict(entry.request_id)
                         )
                         continue
-                    self._upsert(conn, entry, encode_entry(entry), now)
                     # The payload outlives the request's row by _PAYLOAD_SLACK, so a save need not touch it
                     # again unless the request stays open that long (save_many).
                     put_payload(
