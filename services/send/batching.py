@@ -22,15 +22,23 @@ R = TypeVar("R")
 
 class GroupCommit(Generic[T, R]):
     """Flushes submitted items with ``flush(items) -> one result or exception per item``, one flush at a
-    time, at most ``max_batch`` items each."""
+    time, at most ``max_batch`` items each and, when ``size`` is given, items of at most ``max_size`` in
+    total (an item larger than that alone still goes, by itself)."""
 
     def __init__(
-        self, flush: Callable[[Sequence[T]], Awaitable[Sequence[R | BaseException]]], *, max_batch: int = 256
+        self,
+        flush: Callable[[Sequence[T]], Awaitable[Sequence[R | BaseException]]],
+        *,
+        max_batch: int = 256,
+        size: Callable[[T], int] | None = None,
+        max_size: int = 0,
     ) -> None:
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
         self._flush = flush
         self._max_batch = max_batch
+        self._size = size
+        self._max_size = max_size
         self._pending: list[tuple[T, asyncio.Future[R]]] = []
         self._running: asyncio.Task[None] | None = None
         #: Flushes run and items flushed (for tests and the curious).
@@ -57,11 +65,24 @@ class GroupCommit(Generic[T, R]):
     async def _drain(self) -> None:
         try:
             while self._pending:
-                batch = self._pending[: self._max_batch]
-                del self._pending[: self._max_batch]
+                count = self._take()
+                batch = self._pending[:count]
+                del self._pending[:count]
                 await self._run(batch)
         finally:
             self._running = None
+
+    def _take(self) -> int:
+        """How many pending items the next flush takes."""
+        count = min(len(self._pending), self._max_batch)
+        if self._size is None:
+            return count
+        total = 0
+        for index, (item, _) in enumerate(self._pending[:count]):
+            total += self._size(item)
+            if total > self._max_size and index > 0:
+                return index
+        return count
 
     async def _run(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
         self.flushes += 1

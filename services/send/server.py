@@ -22,12 +22,13 @@ from mailmesh.send.v1 import send_pb2_grpc
 from meshcore import MeshServer, Registration, build_server
 from msgstore.factory import create_store
 from msgstore.protocol import MsgStore
-from services.send.clients import EdgePeers, HealthFollower, HistoryLookup, SendReplicas, SubscriptionCoverage
+from services.send.clients import EdgePeers, HealthFollower, HistoryLookup, SubscriptionCoverage
 from services.send.config import Config
 from services.send.engine import SendEngine
 from services.send.metrics import SendMetrics
 from services.send.ownership import ShardOwnership
 from services.send.ports import EngineSettings
+from services.send.replicas import SendReplicas
 from services.send.schedule import RetryPolicy
 from services.send.sealing import Sealer
 from services.send.service import SendApi

@@ -83,3 +83,17 @@ async def test_a_cancelled_caller_does_not_disturb_the_others_in_its_flush() -> 
     assert await stays == 30
     assert flush.batches[-1] == [2, 3]  # the cancelled caller's item was flushed all the same
     assert gone.cancelled()
+
+
+async def test_a_size_limit_splits_batches_but_an_oversized_item_still_goes_alone() -> None:
+    flush = Gated()
+    batcher: GroupCommit[int, int] = GroupCommit(flush, size=lambda i: i, max_size=10)
+    flush.gate.set()
+    blocker = asyncio.create_task(batcher.submit(1))
+    await _settle()
+    rest = [asyncio.create_task(batcher.submit(i)) for i in (4, 5, 2, 30, 3)]
+    for _ in range(4):
+        await _settle()
+        flush.gate.set()
+    await asyncio.gather(blocker, *rest)
+    assert flush.batches == [[1], [4, 5], [2], [30], [3]]
