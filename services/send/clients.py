@@ -121,6 +121,15 @@ class EdgePeers:
         results = await asyncio.gather(
             *(stub.Publish(request, timeout=timeout) for _, stub in self._stubs), return_exceptions=True
         )
+        refused = any(
+            isinstance(r, grpc.aio.AioRpcError) and r.code() is grpc.StatusCode.INVALID_ARGUMENT
+            for r in results
+        )
+        if refused and len(items) > 1:
+            # The edge peer refuses a whole call for one envelope it cannot take (over its max message size):
+            # each envelope alone, so only that one fails.
+            alone = [self._publish_batch([item], ephemeral=ephemeral) for item in items]
+            return [outcome for outcomes in await asyncio.gather(*alone) for outcome in outcomes]
         answers: list[tuple[str, Sequence[edgepeer_pb2.PublishResult] | None]] = []
         for (target, _), result in zip(self._stubs, results, strict=True):
             if isinstance(result, grpc.aio.AioRpcError):

@@ -66,3 +66,23 @@ async def test_publishes_made_together_go_in_one_call_with_an_outcome_each(mesh:
         assert again.relayed_to == 1  # already known, held by the peer
     finally:
         await edges.close()
+
+
+async def test_an_envelope_the_edge_peer_refuses_fails_alone_not_its_batch(mesh: Mesh) -> None:
+    _, sink = await mesh.peer()
+    edges = EdgePeers(
+        [mesh.edge_address], publish_timeout_s=5.0, call_timeout_s=5.0, registry=CollectorRegistry()
+    )
+    try:
+        [good] = envelopes(1, topic=b"\x0a\x0b\x0c\x0d")
+        [huge] = envelopes(1, topic=b"\x0a\x0b\x0c\x0d", size=(1 << 20) + 1024, first=1)  # over the max size
+        outcomes = await asyncio.gather(
+            edges.publish(good.raw, good.hash, ephemeral=False),
+            edges.publish(huge.raw, huge.hash, ephemeral=False),
+        )
+        assert outcomes[0].relayed_to == 1 and not outcomes[0].detail
+        assert outcomes[1].relayed_to == 0 and "max message size" in outcomes[1].detail
+        assert edges._batches[False].flushes == 1  # one shared call, refused, then each envelope alone
+        assert [e.hash for e in await sink.wait_for(1)] == [good.hash]
+    finally:
+        await edges.close()
