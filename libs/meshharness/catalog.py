@@ -102,6 +102,7 @@ CATALOG: Mapping[str, ServiceKind] = {
             health="mailmesh.send.v1.SendService",
             offset=5,
             needs=("edge_peer", "history", "health"),
+            observes=("subscription",),  # its active subscriptions (store confirmation); it follows send
             state_files={"MSGSTORE_SQLITE_PATH": "messaging.sqlite3"},
         ),
         ServiceKind(

@@ -12,11 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from msgstore.errors import LeaseLost, RequestIdConflict
 from msgstore.types import (
     Event,
     EventDraft,
     Gap,
     Lease,
+    Member,
     OutboxChanges,
     OutboxEntry,
     OutboxFilter,
@@ -51,6 +53,19 @@ class LeaseStore(Protocol):
         """The latest holder of ``name`` (possibly expired), or None if it was never taken."""
         ...
 
+    async def heartbeat(self, group: str, member: str, address: str, ttl: float, now: float) -> None:
+        """Record ``member`` of ``group`` as alive until ``now + ttl``, reachable at ``address`` (an upsert:
+        no condition, no lightweight transaction)."""
+        ...
+
+    async def members(self, group: str, now: float) -> list[Member]:
+        """The members of ``group`` alive at ``now``, by name."""
+        ...
+
+    async def leave(self, group: str, member: str) -> None:
+        """End ``member``'s membership at once (graceful stop); a no-op when it is not a member."""
+        ...
+
 
 class OutboxStore(Protocol):
     """Send requests, sharded; a shard's requests are written only by the holder of ``outbox/<shard>``."""
@@ -64,6 +79,13 @@ class OutboxStore(Protocol):
         different message raises :class:`~msgstore.errors.RequestIdConflict`. Writes no change: the
         shard's owner numbers changes, from its first :meth:`save` of the entry on.
         """
+        ...
+
+    async def add_many(
+        self, entries: Sequence[OutboxEntry], *, now: float
+    ) -> list[tuple[OutboxEntry, bool] | RequestIdConflict]:
+        """:meth:`add` for each entry, with one outcome per entry in order (a conflict is returned, not
+        raised, so one bad request does not fail the others). SQLite: one transaction (group commit)."""
         ...
 
     async def get(self, request_id: str, *, now: float) -> OutboxEntry | None:
@@ -82,6 +104,13 @@ class OutboxStore(Protocol):
         re-queues with ``next_attempt_at``)."""
         ...
 
+    async def save_many(
+        self, items: Sequence[tuple[OutboxEntry, Lease]], *, now: float
+    ) -> list[OutboxEntry | LeaseLost]:
+        """:meth:`save` for each (entry, lease) in order, one outcome each (a lost lease is returned, not
+        raised). Entries of one shard are numbered in the order given. SQLite: one transaction."""
+        ...
+
     async def open_requests(self, shard: int, lease: Lease, *, now: float) -> list[OutboxEntry]:
         """Every unfinished request of ``shard`` by (scheduled_at, request id), for its (new) owner."""
         ...
@@ -90,6 +119,11 @@ class OutboxStore(Protocol):
         self, flt: OutboxFilter, skip: int | None, take: int | None, *, now: float
     ) -> list[OutboxEntry]:
         """Requests matching ``flt`` by (scheduled_at, request id), with MESSAGING-API skip/take."""
+        ...
+
+    async def head(self, *, now: float) -> bytes:
+        """The position after every change written so far (each shard's last sequence): where a watch of
+        live changes only starts, without reading the retained log through."""
         ...
 
     async def changes_after(self, position: bytes, limit: int, *, now: float) -> OutboxChanges:

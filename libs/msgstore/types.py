@@ -22,6 +22,7 @@ __all__ = [
     "HealthChange",
     "HealthStatus",
     "Lease",
+    "Member",
     "Message",
     "MessageError",
     "MessageErrorKind",
@@ -149,6 +150,17 @@ class Lease:
     epoch: int
     expires_at: float
     ttl: float
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """A live member of a group (a send replica among its peers): alive until ``expires_at`` unless its
+    heartbeat renews it, reachable at ``address`` (``host:port`` of its gRPC server)."""
+
+    group: str
+    name: str
+    address: str
+    expires_at: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,11 +1,13 @@
 """Local publishing (edge-peer ``Publish``): validate, cache, hand to the sink, wait for the relay.
 
 A published envelope is checked exactly like one received from a peer (protocol-notes §1.5 — a recently
-expired one is rejected here rather than dropped silently, since the caller wants to know), cached, given to
-the :class:`~wakunode.ports.EnvelopeSink` with ``peer_id=None``, and forwarded by the next 300 ms round.
-With ``relay_timeout > 0`` the call waits until every ready peer whose PoW requirement and bloom/topic
-interest admit the envelope has it, or the timeout passes; ``relayed_to`` counts the distinct connected
-remotes holding it.
+expired one is rejected here rather than dropped silently, since the caller wants to know), cached, written
+at once to every ready peer whose PoW requirement and bloom/topic interest admit it (:meth:`Relay.push`;
+envelopes relayed from peers still wait for the 300 ms round), and given to the
+:class:`~wakunode.ports.EnvelopeSink` with ``peer_id=None``. With ``relay_timeout > 0`` the call waits until
+every such peer has it (its write finished), or the timeout passes; ``relayed_to`` counts the distinct
+connected remotes holding it. Publishing an envelope the cache already holds (a retry) does the same for the
+peers that do not have it yet, and answers ALREADY_KNOWN.
 """
 
 from __future__ import annotations
@@ -66,10 +68,14 @@ async def _await_relay(
 
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(timeout):
-            while not done():
-                await relay.next_round()
-                writes = [s.sending for s in ready() if s.sending is not None]
-                await asyncio.gather(*writes, return_exceptions=True)
+            while True:
+                # The pushed writes (or a round's) first: a peer holds an envelope once its write is done.
+                writes = [s.sending for s in ready() if s.sending is not None and not s.sending.done()]
+                if writes:
+                    await asyncio.wait(writes)
+                if done():
+                    return
+                await relay.next_round()  # a peer that was busy or not ready yet gets it in a round
 
 
 def _result(adm: Admission, ready: Sequence[WakuPeer], waited: bool) -> PublishResult:
@@ -112,9 +118,12 @@ async def publish(
         except CodecError as err:
             slots.append(PublishResult(b"", PublishStatus.REJECTED, error=f"malformed envelope: {err}"))
     admissions = relay.admit(valid, now, None)
+    # New and already cached alike: a retry of an envelope cached while no peer was there goes at once to
+    # the peers that connected since, and its Publish waits for them like a first one.
+    entries = [a.entry for a in admissions if a.entry is not None]
+    relay.push(entries)  # before the sink, which may wait for ingest's buffer room
     await relay.deliver(None, [a.envelope for a in admissions if a.new], now, ephemeral=ephemeral)
     if relay_timeout > 0:
-        entries = [a.entry for a in admissions if a.new and a.entry is not None]
         await _await_relay(relay, entries, forwardable, relay_timeout)
     ready = forwardable()
     pending = iter(admissions)

@@ -5,7 +5,11 @@
   ``invalid_data`` and the peer kept, as status-go's waku does), validate each envelope against *our*
   settings, cache the new ones, mark every cached one as known to the sender, answer with Message Response
   + Batch Ack when confirmations are on (§3.6), then hand the new ones to the :class:`EnvelopeSink`.
-- :meth:`Relay.admit` with no holder does the same for locally published envelopes (EdgePeerService.Publish).
+- :meth:`Relay.admit` with no holder does the same for locally published envelopes (EdgePeerService.Publish);
+  :meth:`Relay.push` then writes those to every ready peer that admits them at once, instead of at the next
+  round: a message this node originates has no reason to wait up to 300 ms. The round sees the pushed
+  envelopes as known to those peers (their known-sets), so no peer gets one twice; envelopes received from
+  peers keep status-go's rhythm (the round below).
 - :meth:`Relay.forward_round` runs every ``transmission_cycle`` (300 ms): for each ready peer, the cached
   envelopes it does not know, whose PoW reaches its requirement and whose topic matches its topic interest
   or bloom, go out in one Messages packet (several only if they exceed the max message size). A peer whose
@@ -80,6 +84,8 @@ class Relay:
         self.cache = EnvelopeCache(config.max_cache_bytes)
         self._sessions = sessions
         self._round_done = asyncio.Event()
+        #: Per session id: envelopes a queued push will write once the session's current write finished.
+        self._queued: dict[int, list[CachedEnvelope]] = {}
 
     # --- acceptance ----------------------------------------------------------------------------------------
 
@@ -180,6 +186,49 @@ class Relay:
         done, self._round_done = self._round_done, asyncio.Event()
         done.set()
         return scheduled
+
+    def push(self, entries: Sequence[CachedEnvelope]) -> int:
+        """Write ``entries`` (envelopes this node just published) to every ready peer that admits them and
+        does not know them yet, now; return how many peers got a write scheduled.
+
+        The write becomes the session's ``sending`` task, so the forwarding round skips the session until
+        it is done, and by then the envelopes are in the peer's known-set: the round never sends them again.
+        When the session is busy with a write, one follower task per session waits for it and then writes
+        everything pushed meanwhile (a slow peer holds at most that one queued batch, never a task per
+        publish, and never delays other peers).
+        """
+        scheduled = 0
+        loop = asyncio.get_running_loop()
+        for session in self._sessions():
+            if not session.ready:
+                continue
+            batch = [e for e in entries if session.session not in e.holders and session.admits(e)]
+            if not batch:
+                continue
+            scheduled += 1
+            queued = self._queued.get(session.session)
+            if queued is not None:  # a follower is already waiting for this session's write
+                queued.extend(batch)
+                continue
+            current = session.sending
+            if current is None or current.done():
+                session.sending = loop.create_task(self._send(session, batch), name="waku-push")
+            else:
+                self._queued[session.session] = batch
+                session.sending = loop.create_task(self._send_after(current, session), name="waku-push")
+        return scheduled
+
+    async def _send_after(self, current: asyncio.Task[None], session: WakuPeer) -> None:
+        """Wait for ``session``'s write in progress, then write what was pushed meanwhile."""
+        try:
+            await asyncio.wait({current})
+        except asyncio.CancelledError:
+            current.cancel()  # the session (or the node) is closing: the write it waited for goes too
+            self._queued.pop(session.session, None)
+            raise
+        batch = self._queued.pop(session.session, [])
+        # Pruned meanwhile, or taken by the write it waited for: not written again.
+        await self._send(session, [e for e in batch if e.alive and session.session not in e.holders])
 
     async def _send(self, session: WakuPeer, batch: list[CachedEnvelope]) -> None:
         """Write ``batch`` in as few Messages packets as the max message size allows (normally one)."""

@@ -54,6 +54,20 @@ class Config(FromEnv):
         doc="Health service (HealthService.WatchHealth): attempts pause while the node is Unhealthy; "
         "empty = never pause.",
     )
+    subscription_addr: str = setting(
+        "SEND_SUBSCRIPTION_ADDR",
+        lambda raw: "" if not raw.strip() else str(parse_host_port()(raw)),
+        default="127.0.0.1:50056",
+        doc="Subscription service (SubscriptionService.ListSubscriptions): with MSGAPI_STORE_CONFIRMATION, a "
+        "content topic an active subscription covers is store-confirmed too; empty = only "
+        "MSGAPI_CONFIRM_CONTENT_TOPICS are.",
+    )
+    subscription_refresh_s: float = setting(
+        "SEND_SUBSCRIPTION_REFRESH_SECONDS",
+        parse_duration(0.05, 600),
+        default="2",
+        doc="Seconds between two reads of the active subscriptions (a Send uses the last list read).",
+    )
     retries: int = setting(
         "SEND_RETRIES",
         parse_int(0, 10),
@@ -123,6 +137,14 @@ class Config(FromEnv):
         default="1",
         doc="Seconds between two reads of an owned shard's open requests (picks up requests another "
         "replica accepted).",
+    )
+    advertise_addr: str = setting(
+        "SEND_ADVERTISE_ADDR",
+        lambda raw: "" if not raw.strip() else str(parse_host_port()(raw)),
+        default="",
+        doc="host:port the other send replicas reach this one's gRPC server at (Cancel/Resend of a request "
+        "this replica owns are forwarded here); empty = SEND_GRPC_HOST, or this host's address when that is "
+        "a wildcard, with the bound gRPC port. In Kubernetes: the pod IP.",
     )
     watch_poll_s: float = setting(
         "SEND_WATCH_POLL_SECONDS",

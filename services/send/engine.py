@@ -1,15 +1,18 @@
 """The outbox worker: owns shards, serves due requests in the spec's order, runs attempts, saves changes.
 
-One :class:`SendEngine` per replica. Every state change of a request is one ``OutboxStore.save`` under the
-shard's lease (the change log WatchSendStatuses follows), made by the state machine in
-:mod:`services.send.schedule`; the engine only decides *when*. Requests a replica accepted for a shard it
-does not own are picked up by the owner's periodic read of its open requests. Attempts and store checks join
-the trace of the Send (or Resend) call when this replica took it and owns the shard: the call's span context
-is kept in memory until the final change (docs/operations.md "Traces").
+One :class:`SendEngine` per replica. Every state change of a request is one saved change under the shard's
+lease (the change log WatchSendStatuses follows), made by the state machine in
+:mod:`services.send.schedule`; the engine only decides *when*. The owned requests and the writes live in
+:class:`~services.send.owned.OwnedRequests`. Requests a replica accepted for a shard it does not own are
+picked up by the owner's periodic read of its open requests. Attempts and store checks join the trace of
+the Send (or Resend) call when this replica took it and owns the shard: the call's span context is kept in
+memory until the final change (docs/operations.md "Traces").
 
-Writes to one request are serialised by a per-request lock, so a Cancel and an attempt's result never
-interleave. A request whose attempt was interrupted (the replica died, or its result could not be saved)
-is found in SENDING by its next owner and counts as a failed attempt: it is retried on schedule.
+Shards move between replicas (:mod:`services.send.ownership`, fair shares): a shard this replica must
+hand over gets no new attempt, and its lease is released once none of its attempts or saves is in flight,
+so the next owner never finds one of them half done. A request whose attempt was interrupted anyway (the
+replica died, or its result could not be saved) is found in SENDING by its next owner and counts as a
+failed attempt: it is retried on schedule.
 """
 
 from __future__ import annotations
@@ -18,18 +21,17 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Coroutine
-from dataclasses import replace
 from typing import Any
 
 from opentelemetry import trace
 
 from meshcore.tracing import start_span
 from msgstore.errors import LeaseLost, MsgStoreError, RequestIdConflict
-from msgstore.protocol import MsgStore, OutboxStore
-from msgstore.sharding import shard_of
+from msgstore.protocol import MsgStore
 from msgstore.types import HealthStatus, MessageErrorKind, OutboxEntry, SendState
 from services.send import schedule
 from services.send.errors import NotOwner, RequestIdTaken
+from services.send.owned import SAVE_RETRY_S, Discarded, OwnedRequests
 from services.send.ownership import ShardOwnership
 from services.send.ports import EngineObserver, EngineSettings, Publisher, StoreChecker
 from services.send.sealing import Sealer
@@ -38,8 +40,6 @@ from services.send.validation import without_timestamp
 __all__ = ["SendEngine"]
 
 _log = logging.getLogger(__name__)
-_SAVE_RETRY_S = 1.0  # after a failed store write, the request waits this long before it is tried again
-_FORGET_S = 60.0  # finished ids are remembered this long so a stale open-request read cannot revive them
 _PASS_INTERVAL_S = 0.005  # coalesces wake-ups (see _schedule_loop); delays an attempt's start by at most this
 
 
@@ -57,7 +57,6 @@ class SendEngine:
         observer: EngineObserver,
         clock: Callable[[], float],
     ) -> None:
-        self._store = store
         self._ownership = ownership
         self._publisher = publisher
         self._checker = checker
@@ -66,20 +65,19 @@ class SendEngine:
         self._policy = settings.policy
         self._observer = observer
         self._clock = clock
-        self._entries: dict[str, OutboxEntry] = {}
+        self._owned = OwnedRequests(store, ownership, observer, clock)
         self._busy: set[str] = set()
-        self._hold: dict[str, float] = {}
-        self._finished: dict[str, float] = {}
-        self._canceled: set[str] = set()
-        self._origins: dict[str, trace.SpanContext] = {}  # request id -> the Send call's span context
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._shard_locks: dict[int, asyncio.Lock] = {}
+        self._draining: set[int] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._loops: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
-        self._changed = asyncio.Event()
         self._paused = False
         self._paused_since: float | None = None
+
+    @property
+    def ownership(self) -> ShardOwnership:
+        """The shard leases and membership of this replica."""
+        return self._ownership
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
@@ -88,11 +86,11 @@ class SendEngine:
         self._loops = [asyncio.create_task(self._lease_loop()), asyncio.create_task(self._schedule_loop())]
 
     async def first_tick(self) -> None:
-        """Take the free shards once and load their open requests (start-up, before serving)."""
+        """Join the group, take a fair share of the free shards and load their open requests (start-up)."""
         await self._tick()
 
     async def stop(self) -> None:
-        """Stop the loops, let running attempts finish their saves, release the shards."""
+        """Stop the loops, let running attempts finish their saves, leave the group, release the shards."""
         for task in self._loops:
             task.cancel()
         for task in self._loops:
@@ -114,9 +112,7 @@ class SendEngine:
 
     async def wait_change(self, timeout: float) -> None:
         """Return when this replica saves a change, or after ``timeout`` seconds."""
-        event = self._changed
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout)
+        await self._owned.wait_change(timeout)
 
     # ------------------------------------------------------------------------------------------ requests
 
@@ -128,29 +124,30 @@ class SendEngine:
         A caller-supplied id may repeat an earlier Send whose timestamp was filled in with "now": that
         repeat is recognised here, before ``add`` (which compares timestamps). A generated id is new.
         """
-        now = self._clock()
-        existing = await self._outbox.get(entry.request_id, now=now) if given_id else None
+        owned = self._owned
+        existing = await owned.outbox.get(entry.request_id, now=self._clock()) if given_id else None
         if existing is not None:
             probe = entry if given_timestamp else without_timestamp(entry)
             if not existing.repeats(probe):
                 raise RequestIdTaken(entry.request_id)
             return existing, False
         try:
-            stored, created = await self._outbox.add(entry, now=now)
+            stored, created = await owned.add(entry)
         except RequestIdConflict as err:
             raise RequestIdTaken(entry.request_id) from err
-        if created and self._ownership.lease(self._shard(stored.request_id)) is not None:
-            self._entries.setdefault(stored.request_id, stored)
-            self._remember_origin(stored.request_id)
+        if created and self._ownership.lease(owned.shard(stored.request_id)) is not None:
+            owned.entries.setdefault(stored.request_id, stored)
+            owned.remember_origin(stored.request_id)
             self._wake.set()
         return stored, created
 
     async def cancel(self, request_id: str) -> tuple[bool, SendState]:
-        """Cancel a pending request: (canceled by this call, state after). Unknown: (False, UNSPECIFIED)."""
+        """Cancel a pending request: (canceled by this call, state after). Unknown: (False, UNSPECIFIED).
+        NotOwner when another replica owns the request's shard."""
         return await self._final_edit(request_id, lambda e, now: schedule.cancel(e, now), cancel=True)
 
     async def resend(self, request_id: str) -> tuple[bool, SendState]:
-        """Re-queue a FAILED request as fresh: (rescheduled, state after)."""
+        """Re-queue a FAILED request as fresh: (rescheduled, state after). NotOwner as for cancel."""
         return await self._final_edit(
             request_id, lambda e, now: schedule.resend(e, now, self._policy), cancel=False
         )
@@ -162,9 +159,10 @@ class SendEngine:
         *,
         cancel: bool,
     ) -> tuple[bool, SendState]:
-        shard = self._shard(request_id)
-        async with self._locks.setdefault(request_id, asyncio.Lock()):
-            entry = self._entries.get(request_id) or await self._outbox.get(request_id, now=self._clock())
+        owned = self._owned
+        shard = owned.shard(request_id)
+        async with owned.lock(request_id):
+            entry = owned.entries.get(request_id) or await owned.outbox.get(request_id, now=self._clock())
             if entry is None:
                 return False, SendState.UNSPECIFIED
             changed = edit(entry, self._clock())
@@ -172,13 +170,16 @@ class SendEngine:
                 return False, entry.state
             if self._ownership.lease(shard) is None:
                 raise NotOwner(request_id, shard)
-            saved = await self._save_locked(changed)
+            try:
+                [saved] = await owned.save_locked([changed])
+            except Discarded as err:  # handed over or lost while we read it
+                raise NotOwner(request_id, shard) from err
             if cancel and request_id in self._busy:
-                self._canceled.add(request_id)  # the attempt in flight discards its result
+                owned.canceled.add(request_id)  # the attempt in flight discards its result
             if not cancel:
-                self._finished.pop(request_id, None)
-                self._entries[request_id] = saved
-                self._remember_origin(request_id)
+                owned.finished.pop(request_id, None)
+                owned.entries[request_id] = saved
+                owned.remember_origin(request_id)
                 self._wake.set()
             return True, saved.state
 
@@ -196,34 +197,43 @@ class SendEngine:
                 _log.exception("outbox ownership pass failed")
 
     async def _tick(self) -> None:
-        """Renew and take leases, then read every held shard's open requests and adopt the unknown ones."""
+        """Membership and leases, hand-over of a surplus, then every held shard's open requests adopted."""
+        owned = self._owned
         _gained, lost = await self._ownership.tick()  # gained shards are among the held ones read below
         for shard in lost:
-            self._purge(shard)
+            owned.purge(shard, "lost to another replica")
+        await self._hand_over()
         for shard in self._ownership.held:
             lease = self._ownership.lease(shard)
-            if lease is None:
+            if lease is None or shard in self._draining:
                 continue
             try:
-                opened = await self._outbox.open_requests(shard, lease, now=self._clock())
+                opened = await owned.outbox.open_requests(shard, lease, now=self._clock())
             except LeaseLost:
-                self._purge(shard)
+                owned.purge(shard, "lost to another replica")
                 continue
-            for entry in opened:
-                rid = entry.request_id
-                if rid not in self._entries and rid not in self._busy and rid not in self._finished:
-                    self._entries[rid] = entry
-        self._observer.owned(len(self._ownership.held), len(self._entries), self._paused)
-        cutoff = self._clock() - _FORGET_S
-        self._finished = {rid: t for rid, t in self._finished.items() if t > cutoff}
+            owned.adopt(opened, self._busy)
+        self._observer.owned(len(self._ownership.held), len(owned.entries), self._paused)
+        owned.forget_finished()
         self._wake.set()
 
-    def _purge(self, shard: int) -> None:
-        _log.info("outbox shard %d lost to another replica", shard)
-        self._ownership.drop(shard)
-        for rid in [rid for rid in self._entries if self._shard(rid) == shard]:
-            del self._entries[rid]
-            self._origins.pop(rid, None)
+    async def _hand_over(self) -> None:
+        """Release the shards above this replica's fair share whose attempts and saves are all done; the
+        others stay draining (no new attempt) until a later pass."""
+        owned = self._owned
+        surplus = self._ownership.surplus()
+        self._draining = set(surplus)
+        if not surplus:
+            return
+        busy = {owned.shard(rid) for rid in self._busy}
+        for shard in surplus:
+            if shard in busy or owned.writing(shard):
+                continue
+            # Dropped before the release is awaited: no save of the shard can start from here on.
+            lease = owned.purge(shard, f"handed over (fair share {self._ownership.target})")
+            self._draining.discard(shard)
+            if lease is not None:
+                await self._ownership.release(lease)
 
     async def _schedule_loop(self) -> None:
         while True:
@@ -233,7 +243,7 @@ class SendEngine:
             except Exception:  # a bug must not end the loop: nothing would be sent again
                 _log.exception("scheduling pass failed")
                 wait = 1.0
-            self._observer.owned(len(self._ownership.held), len(self._entries), self._paused)
+            self._observer.owned(len(self._ownership.held), len(self._owned.entries), self._paused)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
             # A pass scans every owned open request; under load every accepted Send and every saved result
@@ -242,11 +252,13 @@ class SendEngine:
 
     def _pass(self) -> float:
         """Launch what is due, in order; returns the seconds until the next entry falls due."""
+        owned = self._owned
         now = self._clock()
         nxt = now + 3600.0
         due: list[OutboxEntry] = []
-        for rid, entry in self._entries.items():
-            if rid in self._busy:
+        draining = self._draining
+        for rid, entry in owned.entries.items():
+            if rid in self._busy or (draining and owned.shard(rid) in draining):
                 continue
             state = entry.state
             if self._paused and state in (SendState.QUEUED, SendState.RETRY_WAIT):
@@ -262,7 +274,7 @@ class SendEngine:
                 at = schedule.due_at(entry, self._policy)
             if at is None:
                 continue
-            at = max(at, self._hold.get(rid, at))
+            at = max(at, owned.hold.get(rid, at))
             if at <= now:
                 due.append(entry)
             else:
@@ -282,7 +294,7 @@ class SendEngine:
         def done(t: asyncio.Task[None]) -> None:
             self._tasks.discard(t)
             self._busy.discard(rid)
-            self._canceled.discard(rid)
+            self._owned.canceled.discard(rid)
             self._wake.set()
 
         task.add_done_callback(done)
@@ -290,119 +302,74 @@ class SendEngine:
     # ------------------------------------------------------------------------------------------ attempts
 
     async def _transition(self, before: OutboxEntry, after: OutboxEntry) -> None:
-        if before.sequence == 0:  # the QUEUED change of a request accepted meanwhile comes first
-            saved = await self._save(before)
-            after = replace(after, sequence=saved.sequence)
+        # The QUEUED change of a request accepted meanwhile comes first, in the same write.
+        changes = [before] if before.sequence == 0 else []
         if after is not before:
-            await self._save(after)
+            changes.append(after)
+        if changes:
+            await self._owned.save_all(changes)
 
     async def _attempt(self, entry: OutboxEntry) -> None:
-        if entry.sequence == 0:  # accepted but never saved by an owner: its QUEUED change comes first
-            entry = await self._save(entry)
+        owned = self._owned
+        if entry.sequence == 0:
+            # Accepted but never saved by an owner: its QUEUED change comes first, in the same write as the
+            # SENDING one that starts this attempt.
+            saved = await owned.save_all([entry, schedule.start_attempt(entry, self._clock())])
+            await self._publish(saved[-1])
+            return
         if entry.state is SendState.SENDING:  # interrupted elsewhere (a dead replica, a failed save)
             detail = "the attempt was interrupted before its result was saved"
-            await self._save(
+            await owned.save(
                 schedule.fail(entry, MessageErrorKind.INTERNAL, detail, self._clock(), self._policy)
             )
             return
         if entry.state is SendState.AWAITING_STORE:
-            check = start_span("send store check", parent=self._origins.get(entry.request_id))
+            check = start_span("send store check", parent=self._owned.origins.get(entry.request_id))
             with trace.use_span(check, end_on_exit=True):  # its Lookup client spans are the children
                 await self._check_store(entry)
             return
-        started = await self._save(schedule.start_attempt(entry, self._clock()))
+        await self._publish(await owned.save(schedule.start_attempt(entry, self._clock())))
+
+    async def _publish(self, started: OutboxEntry) -> None:
         attrs: dict[str, str | int] = {
             "mailmesh.request_id": started.request_id,
             "mailmesh.attempt": started.progress.attempts,
         }
-        # One span per attempt, in the Send's trace; its Publish, ListPeers, NodeInfo calls are children.
-        span = start_span("send attempt", attributes=attrs, parent=self._origins.get(started.request_id))
+        # One span per attempt, in the Send's trace; its Publish, ListPeers, NodeInfo calls are children (a
+        # Publish call shared by concurrent attempts is the child of the first attempt's span).
+        origin = self._owned.origins.get(started.request_id)
+        span = start_span("send attempt", attributes=attrs, parent=origin)
         with trace.use_span(span, end_on_exit=True):
             try:
                 envelope = await self._sealer.seal(started, await self._publisher.pow_target())
             except Exception as err:  # PoW not reached, edge peers unreadable: this attempt failed
                 detail = f"sealing failed: {err}"
-                await self._save(
-                    schedule.fail(started, MessageErrorKind.INTERNAL, detail, self._clock(), self._policy)
+                now = self._clock()
+                await self._owned.save(
+                    schedule.fail(started, MessageErrorKind.INTERNAL, detail, now, self._policy)
                 )
                 return
             outcome = await self._publisher.publish(
                 envelope.raw, envelope.hash, ephemeral=bool(started.message.ephemeral)
             )
             span.set_attribute("mailmesh.relayed_to", outcome.relayed_to)
-            await self._save(schedule.after_publish(started, outcome, self._clock(), self._policy))
+            await self._owned.save(schedule.after_publish(started, outcome, self._clock(), self._policy))
 
     async def _check_store(self, entry: OutboxEntry) -> None:
         try:
             held = await self._checker.holds(entry)
         except Exception as err:  # any failure
             _log.warning("store check of %s failed: %s", entry.request_id, err)
-            self._hold[entry.request_id] = self._clock() + _SAVE_RETRY_S
+            self._owned.hold[entry.request_id] = self._clock() + SAVE_RETRY_S
             return
-        await self._save(schedule.after_store_check(entry, held, self._clock(), self._policy))
-
-    # ------------------------------------------------------------------------------------------ saving
-
-    @property
-    def _outbox(self) -> OutboxStore:
-        return self._store.outbox  # looked up per use: a Cassandra store has its parts only once open
-
-    def _remember_origin(self, request_id: str) -> None:
-        if (origin := trace.get_current_span().get_span_context()).is_valid:
-            self._origins[request_id] = origin  # the calling RPC's span: the attempts join its trace
-
-    def _shard(self, request_id: str) -> int:
-        return shard_of(request_id, self._ownership.shards)
-
-    async def _save(self, entry: OutboxEntry) -> OutboxEntry:
-        async with self._locks.setdefault(entry.request_id, asyncio.Lock()):
-            if entry.request_id in self._canceled:
-                raise _Discarded(entry.request_id)
-            return await self._save_locked(entry)
-
-    async def _save_locked(self, entry: OutboxEntry) -> OutboxEntry:
-        rid = entry.request_id
-        shard = self._shard(rid)
-        lease = self._ownership.lease(shard)
-        if lease is None:
-            self._entries.pop(rid, None)
-            raise _Discarded(rid)
-        before = self._entries.get(rid)
-        try:
-            # One save per shard at a time: the shard's change numbers are allocated by the writer from its
-            # last successful save (docs/messaging-store.md "Outbox"); on Cassandra two concurrent saves of
-            # one shard would take the same number and the later would overwrite the other's change.
-            async with self._shard_locks.setdefault(shard, asyncio.Lock()):
-                saved = await self._outbox.save(entry, lease, now=self._clock())
-        except LeaseLost:
-            self._purge(shard)
-            raise
-        except MsgStoreError:
-            self._hold[rid] = self._clock() + _SAVE_RETRY_S
-            raise
-        self._hold.pop(rid, None)
-        if saved.state.is_final:
-            self._entries.pop(rid, None)
-            self._locks.pop(rid, None)
-            self._origins.pop(rid, None)
-            self._finished[rid] = self._clock()
-        else:
-            self._entries[rid] = saved
-        self._observer.changed(before, saved)
-        self._changed.set()
-        self._changed = asyncio.Event()
-        return saved
-
-
-class _Discarded(Exception):
-    """An attempt's result is not saved: the request was canceled meanwhile or its shard was lost."""
+        await self._owned.save(schedule.after_store_check(entry, held, self._clock(), self._policy))
 
 
 async def _guarded(request_id: str, work: Coroutine[Any, Any, None]) -> None:
     """Run one request's work; what it could not save is retried by a later pass, never lost."""
     try:
         await work
-    except _Discarded:
+    except Discarded:
         pass
     except LeaseLost as err:
         _log.info("send request %s: shard lease lost: %s", request_id, err)

@@ -6,10 +6,11 @@ The texts are the client-visible ones: MESSAGING-API's REST 404 for an unsupport
 
 from __future__ import annotations
 
-from meshcore.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from meshcore.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable
 
 __all__ = [
     "InvalidMessage",
+    "NoOwner",
     "NotOwner",
     "RequestIdTaken",
     "RequestNotFound",
@@ -56,14 +57,28 @@ class RequestNotFound(NotFound):
 
 
 class NotOwner(FailedPrecondition):
-    """Cancel/Resend reached a replica that does not own the request's outbox shard (reason NOT_OWNER).
+    """A forwarded Cancel/Resend reached a replica that no longer owns the request's outbox shard (reason
+    NOT_OWNER): the shard changed hands meanwhile. The forwarding replica looks the owner up again.
 
-    Only the shard's owner writes its requests (docs/messaging-store.md, "Outbox"); the caller retries
-    (through a load-balanced address another replica answers).
+    Only the shard's owner writes its requests (docs/messaging-store.md, "Outbox"); a call from a client is
+    forwarded to the owner instead (services.send.service).
     """
 
     def __init__(self, request_id: str, shard: int) -> None:
         super().__init__(
             f"request '{request_id}' is owned by another send replica (outbox shard {shard}); retry",
             {"reason": "NOT_OWNER", "shard": shard},
+        )
+        self.shard = shard
+
+
+class NoOwner(Unavailable):
+    """No live replica owns the request's outbox shard right now (reason NO_OWNER): its owner died and the
+    lease has not been taken over yet, or the shard is changing hands. Retryable: within one lease TTL a
+    replica owns it again."""
+
+    def __init__(self, request_id: str, shard: int, why: str) -> None:
+        super().__init__(
+            f"no send replica owns request '{request_id}' (outbox shard {shard}) right now: {why}; retry",
+            {"reason": "NO_OWNER", "shard": shard},
         )

@@ -45,6 +45,12 @@ class SendMetrics(PerRegistry):
             registry=registry,
         )
         self.shards = Gauge("waku_send_shards_owned", "Outbox shards this replica owns.", registry=registry)
+        self.subscribed_topics = Gauge(
+            "waku_send_subscribed_topics",
+            "(pubsub topic, content topic) pairs the active subscriptions cover, as last read; with "
+            "MSGAPI_STORE_CONFIRMATION their Sends are store-confirmed.",
+            registry=registry,
+        )
         self.time_to_sent = Histogram(
             "waku_send_time_to_sent_seconds",
             "From Send accepted to sent (relayed to a Waku peer).",

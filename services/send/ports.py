@@ -6,12 +6,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from msgstore.types import OutboxEntry
+from msgstore.types import OutboxEntry, SendState
 
 if TYPE_CHECKING:  # schedule imports PublishOutcome from here
     from services.send.schedule import RetryPolicy
 
-__all__ = ["EngineObserver", "EngineSettings", "PublishOutcome", "Publisher", "StoreChecker"]
+__all__ = [
+    "FORWARDED",
+    "EngineObserver",
+    "EngineSettings",
+    "PublishOutcome",
+    "Publisher",
+    "ReplicaCalls",
+    "StoreChecker",
+]
+
+#: gRPC metadata key on a Cancel/Resend one replica forwards to another; its value names the forwarder. The
+#: receiver never forwards such a call again (it answers NOT_OWNER if it no longer owns the shard).
+FORWARDED = "mailmesh-forwarded-by"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +57,18 @@ class StoreChecker(Protocol):
 
     async def holds(self, entry: OutboxEntry) -> bool:
         """True when the store holds ``entry.envelope_hash``; raises meshcore errors when it cannot tell."""
+        ...
+
+
+class ReplicaCalls(Protocol):
+    """Cancel and Resend on another send replica (services.send.clients.SendReplicas)."""
+
+    async def cancel(self, address: str, request_id: str) -> tuple[bool, SendState]:
+        """(canceled, state after) as the replica at ``address`` answered; meshcore errors otherwise."""
+        ...
+
+    async def resend(self, address: str, request_id: str) -> tuple[bool, SendState]:
+        """(rescheduled, state after) as the replica at ``address`` answered; meshcore errors otherwise."""
         ...
 
 

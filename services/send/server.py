@@ -1,9 +1,10 @@
 """The send service: store, clients and engine (:func:`connect`), then the server (:func:`build`).
 
-Start (a meshcore start hook, before grpc.health.v1 reports SERVING): open the store, take the free outbox
-shards and load their open requests, start the engine and follow the node's health. Shutdown (SIGTERM):
-NOT_SERVING; the engine stops starting attempts, lets running ones save their results and releases its
-shards (another replica takes them over at once); then the clients and the store close.
+Start (a meshcore start hook, before grpc.health.v1 reports SERVING): open the store, join the replicas'
+group with this server's advertised address, take a fair share of the free outbox shards and load their
+open requests, start the engine and follow the node's health. Shutdown (SIGTERM): NOT_SERVING; the engine
+stops starting attempts, lets running ones save their results, leaves the group and releases its shards
+(the other replicas take them over at once); then the clients and the store close.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ from mailmesh.send.v1 import send_pb2_grpc
 from meshcore import MeshServer, Registration, build_server
 from msgstore.factory import create_store
 from msgstore.protocol import MsgStore
-from services.send.clients import EdgePeers, HealthFollower, HistoryLookup
+from services.send.clients import EdgePeers, HealthFollower, HistoryLookup, SubscriptionCoverage
 from services.send.config import Config
 from services.send.engine import SendEngine
 from services.send.metrics import SendMetrics
 from services.send.ownership import ShardOwnership
 from services.send.ports import EngineSettings
+from services.send.replicas import SendReplicas
 from services.send.schedule import RetryPolicy
 from services.send.sealing import Sealer
 from services.send.service import SendApi
@@ -34,7 +36,7 @@ from services.send.servicer import SERVICE_NAME, SendServicer
 from services.send.storenodes import StoreNodes
 from services.send.validation import SendRules
 
-__all__ = ["Deps", "build", "connect", "rules_from"]
+__all__ = ["Deps", "advertised_address", "build", "connect", "rules_from"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,8 @@ class Deps:
     store: MsgStore
     engine: SendEngine
     health: HealthFollower | None
+    replicas: SendReplicas | None = None
+    coverage: SubscriptionCoverage | None = None
     closers: tuple[Callable[[], object], ...] = ()
     starters: tuple[Callable[[], Awaitable[None]], ...] = ()
     registry: CollectorRegistry = REGISTRY
@@ -93,16 +97,15 @@ def connect(
         if (msg_nodes := cfg.messaging.store_nodes)
         else None
     )
-    ownership = ShardOwnership(
-        store,
-        cfg.store.outbox_shards,
-        owner or f"{socket.gethostname()}/{uuid.uuid4().hex[:8]}",
-        cfg.lease_ttl_s,
-        clock,
+    owner = owner or f"{socket.gethostname()}/{uuid.uuid4().hex[:8]}"
+    ownership = ShardOwnership(store, cfg.store.outbox_shards, owner, cfg.lease_ttl_s, clock)
+    replicas = SendReplicas(
+        owner, call_timeout_s=cfg.call_timeout_s, registry=registry, tracer_provider=tracer_provider
     )
     policy = RetryPolicy(
         retries=cfg.retries, backoff_s=cfg.backoff_s, store_check_delay_s=cfg.store_check_delay_s
     )
+    metrics = SendMetrics.for_registry(registry)
     engine = SendEngine(
         store,
         ownership,
@@ -115,7 +118,7 @@ def connect(
             lease_ttl_s=cfg.lease_ttl_s,
             adopt_interval_s=cfg.adopt_interval_s,
         ),
-        SendMetrics.for_registry(registry),
+        metrics,
         clock,
     )
     health = (
@@ -123,25 +126,74 @@ def connect(
         if cfg.health_addr
         else None
     )
-    closers: list[Callable[[], object]] = [edges.close, history.close]
+    # MESSAGING-API "storeConfirmation": subscriptions matter only when it is on.
+    coverage = (
+        SubscriptionCoverage(
+            cfg.subscription_addr,
+            refresh_s=cfg.subscription_refresh_s,
+            call_timeout_s=cfg.call_timeout_s,
+            on_read=metrics.subscribed_topics.set,
+            registry=registry,
+            tracer_provider=tracer_provider,
+        )
+        if cfg.subscription_addr and cfg.messaging.store_confirmation
+        else None
+    )
+    closers: list[Callable[[], object]] = [edges.close, history.close, replicas.close]
+    if coverage is not None:
+        closers.append(coverage.close)
     starters: list[Callable[[], Awaitable[None]]] = []
     if store_nodes is not None:
         starters.append(store_nodes.start)
         closers.append(store_nodes.close)
     if health is not None:
         closers.insert(0, health.close)
-    return Deps(store, engine, health, tuple(closers), tuple(starters), registry, tracer_provider, clock)
+    return Deps(
+        store,
+        engine,
+        health,
+        replicas,
+        coverage,
+        tuple(closers),
+        tuple(starters),
+        registry,
+        tracer_provider,
+        clock,
+    )
+
+
+def advertised_address(cfg: Config, port: int) -> str:
+    """Where the other replicas reach this one: SEND_ADVERTISE_ADDR, else the gRPC host (this host's
+    address when that is a wildcard) with the bound port."""
+    if cfg.advertise_addr:
+        return cfg.advertise_addr
+    host = cfg.runtime.grpc_host
+    if host in ("", "0.0.0.0", "::", "[::]"):
+        try:
+            host = socket.gethostbyname(socket.gethostname())
+        except OSError:
+            host = "127.0.0.1"
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def build(cfg: Config, deps: Deps) -> MeshServer:
     """A bound, not yet started server for mailmesh.send.v1.SendService; port 0 allowed."""
-    api = SendApi(deps.engine, deps.store, rules_from(cfg), clock=deps.clock, watch_poll_s=cfg.watch_poll_s)
+    api = SendApi(
+        deps.engine,
+        deps.store,
+        rules_from(cfg),
+        clock=deps.clock,
+        watch_poll_s=cfg.watch_poll_s,
+        replicas=deps.replicas,
+        covered=deps.coverage.covers if deps.coverage is not None else None,
+    )
     mesh = build_server(
         cfg.runtime,
         [Registration.of(SERVICE_NAME, send_pb2_grpc.add_SendServiceServicer_to_server, SendServicer(api))],
         registry=deps.registry,
         tracer_provider=deps.tracer_provider,
     )
+    deps.engine.ownership.address = advertised_address(cfg, mesh.port)  # bound: port 0 is resolved
 
     async def start() -> None:
         for starter in deps.starters:
@@ -152,6 +204,8 @@ def build(cfg: Config, deps: Deps) -> MeshServer:
         deps.engine.start()
         if deps.health is not None:
             deps.health.start()
+        if deps.coverage is not None:
+            deps.coverage.start()
 
     mesh.add_start_hook(start)
     mesh.add_shutdown_hook(api.close)

@@ -1,7 +1,10 @@
 """The Send API's operations over the engine and the outbox (no gRPC, no generated protos).
 
 Send accepts and persists before it answers, with no network I/O (MESSAGING-API "send": the RequestID is
-returned at once); queries read the outbox, so every replica answers them for every request.
+returned at once); queries read the outbox, so every replica answers them for every request. Cancel and
+Resend change a request, which only its shard's owner may write: a replica that does not own it forwards
+the call to the owner, found through the shard's lease (its holder) and the holder's member row (its
+advertised address), and answers what the owner answered.
 """
 
 from __future__ import annotations
@@ -10,13 +13,15 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-from meshcore.errors import Unavailable
+from meshcore.errors import FailedPrecondition, Unavailable
 from msgstore.errors import InvalidPosition
 from msgstore.protocol import MsgStore, OutboxStore
-from msgstore.sharding import ResumePosition
+from msgstore.sharding import ResumePosition, lease_name
 from msgstore.types import OutboxChange, OutboxChanges, OutboxEntry, OutboxFilter, SendState
 from services.send.engine import SendEngine
-from services.send.errors import InvalidMessage, RequestNotFound
+from services.send.errors import InvalidMessage, NoOwner, NotOwner, RequestNotFound
+from services.send.ownership import GROUP
+from services.send.ports import ReplicaCalls
 from services.send.schedule import PENDING, order_key
 from services.send.validation import SendInput, SendRules, prepare
 
@@ -25,6 +30,11 @@ __all__ = ["SendApi", "WatchItem"]
 _PAGE = 500  # changes read per change-log page
 _GAP_CONFIRMATIONS = 5  # re-reads before a gap is believed (see SendApi._page)
 _GAP_RECHECK_S = 0.05
+_FORWARD_TRIES = 3  # owner look-ups per Cancel/Resend when the shard changes hands during the call
+
+
+def _nothing_covered(pubsub_topic: str, content_topic: str) -> bool:
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +57,12 @@ class SendApi:
         *,
         clock: Callable[[], float],
         watch_poll_s: float,
+        replicas: ReplicaCalls | None = None,
+        covered: Callable[[str, str], bool] | None = None,
     ) -> None:
         self._engine = engine
+        self._replicas = replicas
+        self._covered = covered or _nothing_covered
         self._store = store
         self._rules = rules
         self._clock = clock
@@ -70,7 +84,7 @@ class SendApi:
 
     async def send(self, inp: SendInput) -> tuple[OutboxEntry, bool]:
         """Validate, persist and schedule; (entry, created)."""
-        entry = prepare(inp, self._rules, self._clock())
+        entry = prepare(inp, self._rules, self._clock(), self._covered)
         await self._ready()
         return await self._engine.accept(
             entry, given_id=bool(inp.request_id), given_timestamp=bool(inp.message.timestamp)
@@ -103,15 +117,49 @@ class SendApi:
         await self._ready()
         return await self._outbox.list(flt, skip, take, now=self._clock())
 
-    async def cancel(self, request_id: str) -> tuple[bool, SendState]:
-        """MESSAGING-API cancelRequest: (canceled by this call, state after it)."""
+    async def cancel(self, request_id: str, *, forwarded: bool = False) -> tuple[bool, SendState]:
+        """MESSAGING-API cancelRequest: (canceled by this call, state after it), from the owner."""
         await self._ready()
-        return await self._engine.cancel(request_id)
+        return await self._edit(request_id, forwarded, cancel=True)
 
-    async def resend(self, request_id: str) -> tuple[bool, SendState]:
-        """Re-queue a FAILED request: (rescheduled, state after it)."""
+    async def resend(self, request_id: str, *, forwarded: bool = False) -> tuple[bool, SendState]:
+        """Re-queue a FAILED request: (rescheduled, state after it), from the owner."""
         await self._ready()
-        return await self._engine.resend(request_id)
+        return await self._edit(request_id, forwarded, cancel=False)
+
+    async def _edit(self, request_id: str, forwarded: bool, *, cancel: bool) -> tuple[bool, SendState]:
+        """The edit here if this replica owns the request's shard, else on its owner (module docstring). A
+        forwarded call is never forwarded again; a shard that changes hands meanwhile is looked up anew."""
+        local = self._engine.cancel if cancel else self._engine.resend
+        shard = -1
+        for _ in range(_FORWARD_TRIES):
+            try:
+                return await local(request_id)
+            except NotOwner as err:
+                if forwarded or self._replicas is None:
+                    raise
+                shard = err.shard
+            address = await self._owner_address(request_id, shard)
+            remote = self._replicas.cancel if cancel else self._replicas.resend
+            try:
+                return await remote(address, request_id)
+            except FailedPrecondition:  # NOT_OWNER: the shard moved between the look-up and the call
+                continue
+        raise NoOwner(request_id, shard, "the shard kept changing hands during the call")
+
+    async def _owner_address(self, request_id: str, shard: int) -> str:
+        now = self._clock()
+        leases = self._store.leases
+        lease = await leases.holder(lease_name(shard))
+        if lease is None or lease.expires_at <= now:
+            raise NoOwner(request_id, shard, "its lease is free or expired")
+        if lease.owner == self._engine.ownership.owner:
+            raise NoOwner(request_id, shard, "this replica is taking it over or handing it over")
+        members = {m.name: m for m in await leases.members(GROUP, now)}
+        member = members.get(lease.owner)
+        if member is None or not member.address:
+            raise NoOwner(request_id, shard, f"its owner {lease.owner} is not a live member")
+        return member.address
 
     def opened(self) -> None:
         """The store is open (the server's start hook): watches waiting for it begin."""
@@ -172,10 +220,5 @@ class SendApi:
         return page
 
     async def _head(self) -> bytes:
-        """The position after every change written so far (read through the log's pages)."""
-        position = b""
-        while True:
-            page = await self._outbox.changes_after(position, _PAGE, now=self._clock())
-            position = page.position
-            if len(page.changes) < _PAGE:
-                return position
+        """The position after every change written so far."""
+        return await self._outbox.head(now=self._clock())

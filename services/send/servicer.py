@@ -10,6 +10,7 @@ from typing import Any
 
 from mailmesh.send.v1 import send_pb2, send_pb2_grpc
 from services.send.convert import filter_from, input_from, state_to, status_to, watch_start
+from services.send.ports import FORWARDED
 from services.send.service import SendApi
 
 __all__ = ["LIST_CHUNK", "SERVICE_NAME", "SendServicer"]
@@ -33,12 +34,12 @@ class SendServicer(send_pb2_grpc.SendServiceServicer):
 
     async def Cancel(self, request: send_pb2.CancelRequest, context: Any) -> send_pb2.CancelResponse:  # noqa: N802
         """Cancel a pending request (a no-op for others)."""
-        canceled, state = await self._api.cancel(request.request_id)
+        canceled, state = await self._api.cancel(request.request_id, forwarded=_forwarded(context))
         return send_pb2.CancelResponse(canceled=canceled, state=state_to(state))
 
     async def Resend(self, request: send_pb2.ResendRequest, context: Any) -> send_pb2.ResendResponse:  # noqa: N802
         """Re-queue a FAILED request."""
-        rescheduled, state = await self._api.resend(request.request_id)
+        rescheduled, state = await self._api.resend(request.request_id, forwarded=_forwarded(context))
         return send_pb2.ResendResponse(rescheduled=rescheduled, state=state_to(state))
 
     async def ListPendingRequests(  # noqa: N802 - gRPC method name
@@ -79,3 +80,8 @@ class SendServicer(send_pb2_grpc.SendServiceServicer):
             if item.change is not None:
                 reply.status.CopyFrom(status_to(item.change.entry))
             yield reply
+
+
+def _forwarded(context: Any) -> bool:
+    """Whether another send replica forwarded this call (its metadata names it)."""
+    return any(key == FORWARDED for key, _ in context.invocation_metadata() or ())

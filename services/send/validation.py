@@ -8,8 +8,10 @@ the sent time is whole seconds, a receiver refuses envelopes more than 10 s in t
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from msgapi.errors import UnsupportedPubsubTopic as SpecUnsupportedTopic
@@ -71,12 +73,17 @@ class SendRules:
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
 
 
-def store_confirmation_applies(inp: SendInput, content_topic: str, rules: SendRules) -> bool:
+def store_confirmation_applies(
+    inp: SendInput, content_topic: str, rules: SendRules, *, subscribed: bool = False
+) -> bool:
     """Whether the request waits for the store (send.proto ``ConfirmMode``; MESSAGING-API "Acknowledgements").
 
     STORE: always; SENT_ONLY: never; otherwise when ``storeConfirmation`` is on and the content topic is in
-    ``confirmContentTopics`` or the request asks to monitor it. Ephemeral messages are never archived, so
-    never confirmed.
+    ``confirmContentTopics``, or covered by an active subscription (``subscribed``), or the request asks to
+    monitor it. MESSAGING-API "storeConfirmation": with ``confirmContentTopics`` the store query MUST run for
+    them; without, it starts "only after the Subscribe API is called"; off, ``stored`` "MUST NOT be
+    populated" (History API aside) — so a subscription alone never turns it on. Ephemeral messages are never
+    archived, so never confirmed.
     """
     if inp.message.ephemeral:
         return False
@@ -84,7 +91,7 @@ def store_confirmation_applies(inp: SendInput, content_topic: str, rules: SendRu
         return True
     if inp.confirm_mode is ConfirmMode.SENT_ONLY:
         return False
-    monitored = inp.monitor_content_topic or content_topic in rules.confirm_content_topics
+    monitored = inp.monitor_content_topic or subscribed or content_topic in rules.confirm_content_topics
     return rules.store_confirmation and monitored
 
 
@@ -95,9 +102,30 @@ def _content_topic(text: str) -> str:
         raise InvalidMessage(f"invalid content topic: {err}") from err
 
 
+class _RandomIds:
+    """UUID v4 strings from the OS's cryptographic source, 16 bytes each, read 4 KiB at a time: one
+    ``getrandom`` per 256 ids instead of one per Send (a syscall costs tens of microseconds in this sandbox,
+    a measurable share of a Send). Ids stay unguessable: they are a caller's handle for Cancel."""
+
+    def __init__(self) -> None:
+        self._pool = b""
+        self._at = 0
+
+    def next(self) -> str:
+        """A fresh random request id."""
+        if self._at >= len(self._pool):
+            self._pool, self._at = os.urandom(16 * 256), 0
+        raw = self._pool[self._at : self._at + 16]
+        self._at += 16
+        return str(uuid.UUID(bytes=raw, version=4))
+
+
+_ids = _RandomIds()
+
+
 def _request_id(given: str) -> str:
     if not given:
-        return str(uuid.uuid4())
+        return _ids.next()
     if not _GUID.match(given):
         raise InvalidMessage(f"requestId must be a lowercase 8-4-4-4-12 GUID, got {given[:64]!r}")
     return given
@@ -125,8 +153,11 @@ def _sent_time(timestamp_ns: int | None, ttl: int, now: float) -> int:
     return int(sent)
 
 
-def prepare(inp: SendInput, rules: SendRules, now: float) -> OutboxEntry:
+def prepare(
+    inp: SendInput, rules: SendRules, now: float, covered: Callable[[str, str], bool] = lambda p, c: False
+) -> OutboxEntry:
     """The QUEUED outbox entry of a valid request; InvalidMessage / UnsupportedPubsubTopic otherwise.
+    ``covered(pubsub topic, content topic)`` says whether an active subscription covers the message.
 
     The timestamp is truncated to whole seconds before hashing (send.proto ``SendRequest.message``), so the
     message hash is what a Waku v1 receiver derives from the envelope's sent time.
@@ -170,7 +201,9 @@ def prepare(inp: SendInput, rules: SendRules, now: float) -> OutboxEntry:
         attempts=0,
         max_attempts=rules.max_attempts,
         relayed_peers=0,
-        store_confirmation=store_confirmation_applies(inp, content_topic, rules),
+        store_confirmation=store_confirmation_applies(
+            inp, content_topic, rules, subscribed=covered(pubsub_topic, content_topic)
+        ),
         scheduled_at=now,
     )
     return OutboxEntry(

@@ -29,8 +29,10 @@ def chart_name(catalog_name: str) -> str:
 
 
 def call_graph() -> set[tuple[str, str]]:
-    """(caller, callee) for every edge the harness wires: needs and observes."""
-    return {(chart_name(k.name), chart_name(d)) for k in CATALOG.values() for d in (*k.needs, *k.observes)}
+    """(caller, callee) for every edge the harness wires (needs and observes), and send's replicas calling
+    each other (Cancel/Resend forwarded to a shard's owner, services/send/README.md)."""
+    edges = {(chart_name(k.name), chart_name(d)) for k in CATALOG.values() for d in (*k.needs, *k.observes)}
+    return edges | {("send", "send")}
 
 
 def workloads(docs: list[Doc]) -> dict[str, Doc]:

@@ -7,6 +7,8 @@ peer, health, send, subscription) and one real wakunode RLPx peer connected to t
   ``message:change`` of the same update), with strictly increasing sequences.
 - An envelope the RLPx peer posts on the subscribed topic becomes a ``received`` record with
   ``message:received``.
+- A content topic outside ``MSGAPI_CONFIRM_CONTENT_TOPICS`` is store-confirmed once a subscription covers it
+  (MESSAGING-API "storeConfirmation"): the send service reads the real subscription service's list.
 - Every service exits 0 on SIGTERM and no log holds an unexpected WARNING/ERROR line.
 
 Waits are event-driven: the StreamEvents stream (opened before the Send) and the peer's sink.
@@ -35,6 +37,7 @@ from wakunode.memory import MemorySink
 
 TOPIC = b"\x0e\x0f\x10\x12"
 BRIDGED = "/waku/1/0x0e0f1012/rfc26"
+SUBSCRIBED_ONLY = "/waku/1/0x0e0f1013/rfc26"
 EVENT_WAIT_S = 60.0  # one bound for a whole wait; the events themselves end each wait
 
 
@@ -65,7 +68,11 @@ async def processes(tmp_path: Path) -> AsyncIterator[ProcessMesh]:
                     "HEALTH_SEND_ADDR": "",
                     "HEALTH_SUBSCRIPTION_ADDR": "",
                 },
-                "send": {**messaging, "SEND_STORE_CHECK_DELAY_SECONDS": "0.2"},
+                "send": {
+                    **messaging,
+                    "SEND_STORE_CHECK_DELAY_SECONDS": "0.2",
+                    "SEND_SUBSCRIPTION_REFRESH_SECONDS": "0.1",
+                },
                 "subscription": {**messaging, "SUBSCRIPTION_TAIL_INTERVAL_SECONDS": "0.05"},
             },
         )
@@ -82,12 +89,12 @@ async def processes(tmp_path: Path) -> AsyncIterator[ProcessMesh]:
     )
 
 
-async def subscribe(stub: subscription_pb2_grpc.SubscriptionServiceAsyncStub) -> str:
+async def subscribe(stub: subscription_pb2_grpc.SubscriptionServiceAsyncStub, topic: str = BRIDGED) -> str:
     """Subscribe once the replica holds the writer lease (until then it answers UNAVAILABLE)."""
     async with asyncio.timeout(EVENT_WAIT_S):
         while True:
             try:
-                reply = await stub.Subscribe(pb.SubscribeRequest(content_topics=[BRIDGED]), timeout=5)
+                reply = await stub.Subscribe(pb.SubscribeRequest(content_topics=[topic]), timeout=5)
             except grpc.aio.AioRpcError as err:
                 assert err.code() is grpc.StatusCode.UNAVAILABLE, err
                 await asyncio.sleep(0.05)  # retry interval of a refused call, not a synchronisation
@@ -106,6 +113,13 @@ async def events_until(call: object, last: str, key: str, value: object) -> list
             read.append(reply.event)
             if reply.event.name == last and getattr(reply.event.record, key) == value:
                 return read
+
+
+async def covered(send: ServiceProcess, pairs: int) -> None:
+    """Wait until the send service's last read of the subscriptions covers ``pairs`` topic pairs."""
+    async with asyncio.timeout(EVENT_WAIT_S):
+        while await asyncio.to_thread(send.metric, "waku_send_subscribed_topics") < pairs:
+            await asyncio.sleep(0.05)  # the scrape interval, not a synchronisation
 
 
 def names_of(events: list[pb.Event], key: str, value: object) -> list[str]:
@@ -159,6 +173,16 @@ async def test_send_reaches_the_peer_and_its_record_goes_sent_then_stored_and_a_
             # Ours, and the reserved one that monitors MSGAPI_CONFIRM_CONTENT_TOPICS (MESSAGING-API
             # "Initial configuration", `confirmContentTopics`).
             assert set(received.subscription_ids) == {sid, RESERVED_SUBSCRIPTION_ID}
+
+            await subscribe(subs, SUBSCRIBED_ONLY)
+            await covered(send, 2)  # BRIDGED (both subscriptions) and SUBSCRIBED_ONLY, on the default shard
+            message = common_pb2.WakuMessage(payload=b"covered", content_topic=SUBSCRIBED_ONLY)
+            rid = (await sender.Send(send_pb2.SendRequest(message=message), timeout=10)).request_id
+            status = (
+                await sender.GetSendStatus(send_pb2.GetSendStatusRequest(request_id=rid), timeout=10)
+            ).status
+            assert status.progress.store_confirmation
+            await events_until(events, "message:stored", "request_id", rid)
             events.cancel()
         finally:
             await client.stop()

@@ -121,7 +121,7 @@ spec:
           protocol: TCP
       from:
         {{- range $caller, $other := $root.Values.services }}
-        {{- if and $other.enabled (has $name (concat $other.calls $other.observes)) }}
+        {{- if and $other.enabled (or (has $name (concat $other.calls $other.observes)) (and (eq $caller $name) $svc.peerCalls)) }}
         - podSelector:
             matchLabels:
               {{- include "mailmesh.componentSelector" (dict "root" $root "name" $caller) | nindent 14 }}
@@ -161,7 +161,9 @@ spec:
           protocol: TCP
       to:
         {{- toYaml $np.dnsPeers | nindent 8 }}
-    {{- range $callee := concat $svc.calls $svc.observes }}
+    {{- $callees := concat $svc.calls $svc.observes }}
+    {{- if $svc.peerCalls }}{{ $callees = append $callees $name }}{{ end }}
+    {{- range $callee := $callees }}
     {{- $other := index $root.Values.services $callee }}
     {{- if $other.enabled }}
     - ports:

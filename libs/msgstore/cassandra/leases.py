@@ -5,16 +5,23 @@ it over ``IF epoch = <read> AND expires_at <= now`` with epoch + 1: of racing ta
 holds, and a holder that renewed in between (expiry moved) makes the takeover fail. ``renew`` and
 ``release`` apply only ``IF owner = ? AND epoch = ?``. A timed-out transaction has an unknown outcome
 (StoreUnavailable); the caller retries, and a holder asking again gets its own lease back.
+
+Group membership is plain writes to ``members`` (one partition per group): a heartbeat rewrites the member's
+row with a TTL a minute beyond its expiry, so a dead member's row leaves by itself; readers compare
+``expires_at`` with their ``now`` (the TTL is only the clean-up).
 """
 
 from __future__ import annotations
 
+import math
+
 from msgstore.cassandra.session import Cql
-from msgstore.types import Lease
+from msgstore.types import Lease, Member
 
 __all__ = ["CassandraLeases"]
 
 _READ = "SELECT owner, epoch, expires_at, ttl FROM {ks}.leases WHERE name = ?"
+_CLEAN_UP_S = 60  # a member row outlives its expiry by this much before its TTL removes it
 
 
 class CassandraLeases:
@@ -73,3 +80,37 @@ class CassandraLeases:
             return None
         owner, epoch, expires_at, ttl = rows[0]
         return Lease(name, owner, epoch, expires_at, ttl)
+
+    async def heartbeat(self, group: str, member: str, address: str, ttl: float, now: float) -> None:
+        """Rewrite ``member``'s row with expiry ``now + ttl``."""
+        if ttl <= 0:
+            raise ValueError("ttl must be positive")
+        await self._cql.execute(
+            [
+                (
+                    "INSERT INTO {ks}.members (grp, member, address, expires_at) VALUES (?, ?, ?, ?) "
+                    "USING TTL ?",
+                    (group, member, address, now + ttl, math.ceil(ttl) + _CLEAN_UP_S),
+                )
+            ],
+            "member heartbeat",
+        )
+
+    async def members(self, group: str, now: float) -> list[Member]:
+        """Members of ``group`` whose expiry is after ``now`` (one partition)."""
+        rows = await self._cql.rows(
+            "SELECT member, address, expires_at FROM {ks}.members WHERE grp = ?", (group,), "read members"
+        )
+        return [Member(group, name, address, expires) for name, address, expires in rows if expires > now]
+
+    async def leave(self, group: str, member: str) -> None:
+        """Mark ``member`` expired (an update, not a delete: no tombstone; the TTL removes the row)."""
+        await self._cql.execute(
+            [
+                (
+                    "UPDATE {ks}.members USING TTL ? SET expires_at = 0 WHERE grp = ? AND member = ?",
+                    (_CLEAN_UP_S, group, member),
+                )
+            ],
+            "leave group",
+        )

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Sequence
 
 from msgstore.cassandra.payloads import Payloads
 from msgstore.cassandra.session import Cql
 from msgstore.codec import decode_entry, encode_entry
-from msgstore.errors import RequestIdConflict
+from msgstore.errors import LeaseLost, RequestIdConflict
 from msgstore.paging import window
 from msgstore.replay import merge_changes
 from msgstore.settings import StoreSettings, check_lease
@@ -91,6 +92,34 @@ class CassandraOutbox:
         await self._cql.logged([*self._rows(entry), by_hash], "add send request")
         return entry, True
 
+    async def add_many(
+        self, entries: Sequence[OutboxEntry], *, now: float
+    ) -> list[tuple[OutboxEntry, bool] | RequestIdConflict]:
+        """:meth:`add` for each entry, concurrently (each is its own read and logged batch; a batch across
+        requests would span partitions for nothing). A request id repeated within ``entries`` is added once
+        and its later occurrences are answered as repeats of it."""
+
+        async def one(entry: OutboxEntry) -> tuple[OutboxEntry, bool] | RequestIdConflict:
+            try:
+                return await self.add(entry, now=now)
+            except RequestIdConflict as err:
+                return err
+
+        first: dict[str, OutboxEntry] = {}
+        for entry in entries:
+            first.setdefault(entry.request_id, entry)
+        outcomes = dict(zip(first, await asyncio.gather(*(one(e) for e in first.values())), strict=True))
+        out: list[tuple[OutboxEntry, bool] | RequestIdConflict] = []
+        for entry in entries:
+            outcome = outcomes[entry.request_id]
+            if entry is first[entry.request_id] or isinstance(outcome, RequestIdConflict):
+                out.append(outcome)
+            elif outcome[0].repeats(entry):
+                out.append((outcome[0], False))
+            else:
+                out.append(RequestIdConflict(entry.request_id))
+        return out
+
     async def get(self, request_id: str, *, now: float) -> OutboxEntry | None:
         """The request, if held."""
         got = await self._get_many([request_id])
@@ -152,6 +181,27 @@ class CassandraOutbox:
         self._last_seq[key] = saved.sequence
         return saved
 
+    async def save_many(
+        self, items: Sequence[tuple[OutboxEntry, Lease]], *, now: float
+    ) -> list[OutboxEntry | LeaseLost]:
+        """:meth:`save` for each (entry, lease): one shard's saves one after another, in order (each is
+        numbered from the one before), different shards concurrently."""
+        by_shard: dict[int, list[int]] = {}
+        for index, (entry, _) in enumerate(items):
+            by_shard.setdefault(shard_of(entry.request_id, self.shards), []).append(index)
+        out: list[OutboxEntry | LeaseLost | None] = [None] * len(items)
+
+        async def shard_saves(indexes: list[int]) -> None:
+            for index in indexes:
+                entry, lease = items[index]
+                try:
+                    out[index] = await self.save(entry, lease, now=now)
+                except LeaseLost as err:
+                    out[index] = err
+
+        await asyncio.gather(*(shard_saves(indexes) for indexes in by_shard.values()))
+        return [o for o in out if o is not None]
+
     async def _shard_meta(self, shard: int) -> tuple[int, int | None]:
         rows = await self._cql.rows(
             "SELECT last_seq, watermark_day FROM {ks}.outbox_shards WHERE shard = ?", (shard,), "read shard"
@@ -202,6 +252,11 @@ class CassandraOutbox:
                 "move watermark",
             )
         return [e for e in entries if not e.state.is_final]
+
+    async def head(self, *, now: float) -> bytes:
+        """Each shard's last sequence (its ``outbox_shards`` row), as a position."""
+        lasts = await asyncio.gather(*(self._shard_last(s) for s in range(self.shards)))
+        return ResumePosition(tuple(lasts)).encode()
 
     async def changes_after(self, position: bytes, limit: int, *, now: float) -> OutboxChanges:
         """Retained changes after ``position``, merged across shards."""

@@ -47,8 +47,13 @@ _TABLES = {
     "WITH CLUSTERING ORDER BY (epoch DESC)",
 }
 
+# Version 2. One partition per group (its few live members); rows carry a TTL, a heartbeat rewrites them.
+_TABLES_2 = {
+    "members": "(grp text, member text, address text, expires_at double, PRIMARY KEY (grp, member))",
+}
+
 #: Tables holding data (tests TRUNCATE these between cases).
-DATA_TABLES = tuple(_TABLES)
+DATA_TABLES = (*_TABLES, *_TABLES_2)
 
 #: (version, description, statements with ``{ks}`` for the keyspace).
 MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
@@ -56,6 +61,11 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
         1,
         "messaging: leases, payloads, outbox, changes, records, listings, subscriptions, events",
         tuple(f"CREATE TABLE IF NOT EXISTS {{ks}}.{name} {cols}" for name, cols in _TABLES.items()),
+    ),
+    (
+        2,
+        "messaging: group members (send replicas' heartbeats and addresses)",
+        tuple(f"CREATE TABLE IF NOT EXISTS {{ks}}.{name} {cols}" for name, cols in _TABLES_2.items()),
     ),
 )
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -1,5 +1,6 @@
 """Leases on SQLite: each operation is one ``BEGIN IMMEDIATE`` transaction, so of racing callers (threads
-or processes sharing the file) exactly one sees the lease free and takes it."""
+or processes sharing the file) exactly one sees the lease free and takes it. Group membership
+(heartbeats) lives in ``members``: one row per member, its expiry moved by each heartbeat."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from dbkit.sqlite.migrations import in_transaction
-from msgstore.types import Lease
+from msgstore.types import Lease, Member
 
 if TYPE_CHECKING:
     from msgstore.sqlite.store import SqliteMsgStore
@@ -98,3 +99,45 @@ class SqliteLeases:
             return None if row is None else Lease(name, row[0], row[1], row[2], row[3])
 
         return await self._store.read(job, "read lease")
+
+    async def heartbeat(self, group: str, member: str, address: str, ttl: float, now: float) -> None:
+        """Upsert ``member``'s row with expiry ``now + ttl``."""
+        if ttl <= 0:
+            raise ValueError("ttl must be positive")
+
+        def job(conn: sqlite3.Connection) -> None:
+            in_transaction(
+                conn,
+                lambda: conn.execute(
+                    "INSERT INTO members (grp, member, address, expires_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (grp, member) DO UPDATE SET address = excluded.address, "
+                    "expires_at = excluded.expires_at",
+                    (group, member, address, now + ttl),
+                ),
+            )
+
+        await self._store.write(job, "member heartbeat")
+
+    async def members(self, group: str, now: float) -> list[Member]:
+        """Members of ``group`` whose expiry is after ``now``."""
+
+        def job(conn: sqlite3.Connection) -> list[Member]:
+            rows = conn.execute(
+                "SELECT member, address, expires_at FROM members WHERE grp = ? AND expires_at > ? "
+                "ORDER BY member",
+                (group, now),
+            )
+            return [Member(group, name, address, expires) for name, address, expires in rows]
+
+        return await self._store.read(job, "read members")
+
+    async def leave(self, group: str, member: str) -> None:
+        """Delete ``member``'s row."""
+
+        def job(conn: sqlite3.Connection) -> None:
+            in_transaction(
+                conn,
+                lambda: conn.execute("DELETE FROM members WHERE grp = ? AND member = ?", (group, member)),
+            )
+
+        await self._store.write(job, "leave group")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dbkit.sqlite.migrations import in_transaction
@@ -22,10 +23,24 @@ if TYPE_CHECKING:
 
 __all__ = ["SqliteOutbox", "put_payload"]
 
+#: A request's payload is kept this long beyond its row's retention when written, so the saves of a request
+#: that finishes within half of it (nearly all) never rewrite or extend the payload row.
+_PAYLOAD_SLACK = 86_400.0
 _ENTRY = (
     "SELECT o.body, p.payload FROM outbox o JOIN payloads p ON p.message_hash = o.message_hash "
     "WHERE o.expires_at > ? "
 )
+
+
+def _fenced(conn: sqlite3.Connection, lease: Lease, margin: float, now: float) -> LeaseLost | None:
+    """Why a write under ``lease`` is refused now (within its safety margin, or taken over), or None."""
+    try:
+        check_lease(lease, margin, now)
+    except LeaseLost as err:
+        return err
+    if not lease_is_current(conn, lease):
+        return LeaseLost(lease.name, lease.epoch, "taken over by another owner")
+    return None
 
 
 def put_payload(
@@ -48,12 +63,20 @@ class SqliteOutbox:
         self._store = store
         self.shards = store.settings.shards
 
-    def _upsert(self, conn: sqlite3.Connection, entry: OutboxEntry, now: float) -> None:
+    def _upsert(
+        self, conn: sqlite3.Connection, entry: OutboxEntry, body: bytes, now: float, *, new: bool = False
+    ) -> bool:
+        """Write the request's row; ``new``: only if no row has its id (False when one has)."""
         expires = now + self._store.settings.outbox_retention
-        conn.execute(
+        conflict = (
+            "DO NOTHING"
+            if new
+            else "DO UPDATE SET state = excluded.state, expires_at = excluded.expires_at, "
+            "body = excluded.body"
+        )
+        cursor = conn.execute(
             "INSERT INTO outbox (request_id, shard, message_hash, scheduled_at, state, content_topic, "
-            "expires_at, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (request_id) DO UPDATE SET "
-            "state = excluded.state, expires_at = excluded.expires_at, body = excluded.body",
+            f"expires_at, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (request_id) {conflict}",
             (
                 entry.request_id,
                 shard_of(entry.request_id, self.shards),
@@ -62,28 +85,58 @@ class SqliteOutbox:
                 int(entry.state),
                 entry.message.content_topic,
                 expires,
-                encode_entry(entry),
+                body,
             ),
         )
-        put_payload(conn, entry.message_hash, entry.message.payload, expires)
+        return cursor.rowcount == 1
 
     async def add(self, entry: OutboxEntry, *, now: float) -> tuple[OutboxEntry, bool]:
         """Insert a new request; a repeat returns the stored one, a different message conflicts."""
+        [outcome] = await self.add_many([entry], now=now)
+        if isinstance(outcome, RequestIdConflict):
+            raise outcome
+        return outcome
 
-        def job(conn: sqlite3.Connection) -> tuple[OutboxEntry, bool]:
-            def body() -> tuple[OutboxEntry, bool]:
-                row = conn.execute(_ENTRY + "AND o.request_id = ?", (now, entry.request_id)).fetchone()
-                if row is not None:
-                    stored = decode_entry(row[0], row[1])
-                    if not stored.repeats(entry):
-                        raise RequestIdConflict(entry.request_id)
-                    return stored, False
-                self._upsert(conn, entry, now)
-                return entry, True
+    async def add_many(
+        self, entries: Sequence[OutboxEntry], *, now: float
+    ) -> list[tuple[OutboxEntry, bool] | RequestIdConflict]:
+        """:meth:`add` for each entry, in one transaction (group commit)."""
+        retention = self._store.settings.outbox_retention
+
+        def job(conn: sqlite3.Connection) -> list[tuple[OutboxEntry, bool] | RequestIdConflict]:
+            def body() -> list[tuple[OutboxEntry, bool] | RequestIdConflict]:
+                out: list[tuple[OutboxEntry, bool] | RequestIdConflict] = []
+                added: dict[str, OutboxEntry] = {}
+                for entry in entries:
+                    rid = entry.request_id
+                    stored = added.get(rid)
+                    # Nearly every id is new (generated): insert first, and read only when the id is taken.
+                    if stored is None and not self._upsert(
+                        conn, entry, doc := encode_entry(entry), now, new=True
+                    ):
+                        row = conn.execute(_ENTRY + "AND o.request_id = ?", (now, rid)).fetchone()
+                        if row is None:  # a row past its retention holds the id: it is a new request now
+                            conn.execute("DELETE FROM outbox WHERE request_id = ?", (rid,))
+                            self._upsert(conn, entry, doc, now, new=True)
+                        else:
+                            stored = decode_entry(row[0], row[1])
+                    if stored is not None:
+                        out.append(
+                            (stored, False) if stored.repeats(entry) else RequestIdConflict(entry.request_id)
+                        )
+                        continue
+                    # The payload outlives the request's row by _PAYLOAD_SLACK, so a save need not touch it
+                    # again unless the request stays open that long (save_many).
+                    put_payload(
+                        conn, entry.message_hash, entry.message.payload, now + retention + _PAYLOAD_SLACK
+                    )
+                    added[entry.request_id] = entry
+                    out.append((entry, True))
+                return out
 
             return in_transaction(conn, body)
 
-        return await self._store.write(job, "add send request")
+        return await self._store.write(job, "add send requests")
 
     async def get(self, request_id: str, *, now: float) -> OutboxEntry | None:
         """The request, if held."""
@@ -106,33 +159,71 @@ class SqliteOutbox:
 
     async def save(self, entry: OutboxEntry, lease: Lease, *, now: float) -> OutboxEntry:
         """Write the new state and its change under the shard's lease."""
-        shard = shard_of(entry.request_id, self.shards)
-        if lease.name != lease_name(shard):
-            raise ValueError(f"request {entry.request_id} is in shard {shard}, not under lease {lease.name}")
-        check_lease(lease, self._store.settings.lease_margin, now)
+        [outcome] = await self.save_many([(entry, lease)], now=now)
+        if isinstance(outcome, LeaseLost):
+            raise outcome
+        return outcome
 
-        def job(conn: sqlite3.Connection) -> OutboxEntry:
-            def body() -> OutboxEntry:
-                if not lease_is_current(conn, lease):
-                    raise LeaseLost(lease.name, lease.epoch, "taken over by another owner")
-                row = conn.execute("SELECT last_seq FROM outbox_shards WHERE shard = ?", (shard,)).fetchone()
-                saved = dataclasses.replace(entry, sequence=(row[0] if row else 0) + 1)
-                self._upsert(conn, saved, now)
-                conn.execute(
-                    "INSERT INTO outbox_changes (shard, seq, changed_at, message_hash, body) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (shard, saved.sequence, now, saved.message_hash, encode_entry(saved)),
+    async def save_many(
+        self, items: Sequence[tuple[OutboxEntry, Lease]], *, now: float
+    ) -> list[OutboxEntry | LeaseLost]:
+        """:meth:`save` for each (entry, lease), in order, in one transaction (group commit): one shard row
+        update per shard, the message payload touched only when the request outlived its slack."""
+        margin = self._store.settings.lease_margin
+        retention = self._store.settings.outbox_retention
+        for entry, lease in items:
+            shard = shard_of(entry.request_id, self.shards)
+            if lease.name != lease_name(shard):
+                raise ValueError(
+                    f"request {entry.request_id} is in shard {shard}, not under lease {lease.name}"
                 )
-                conn.execute(
+
+        def job(conn: sqlite3.Connection) -> list[OutboxEntry | LeaseLost]:
+            def body() -> list[OutboxEntry | LeaseLost]:
+                current: dict[tuple[str, int], LeaseLost | None] = {}
+                last: dict[int, int] = {}
+                out: list[OutboxEntry | LeaseLost] = []
+                for entry, lease in items:
+                    key = (lease.name, lease.epoch)
+                    if key not in current:
+                        current[key] = _fenced(conn, lease, margin, now)
+                    lost = current[key]
+                    if lost is not None:
+                        out.append(lost)
+                        continue
+                    shard = shard_of(entry.request_id, self.shards)
+                    if shard not in last:
+                        row = conn.execute(
+                            "SELECT last_seq FROM outbox_shards WHERE shard = ?", (shard,)
+                        ).fetchone()
+                        last[shard] = row[0] if row else 0
+                    last[shard] += 1
+                    saved = dataclasses.replace(entry, sequence=last[shard])
+                    doc = encode_entry(saved)
+                    self._upsert(conn, saved, doc, now)
+                    conn.execute(
+                        "INSERT INTO outbox_changes (shard, seq, changed_at, message_hash, body) "
+                        "VALUES (?, ?, ?, ?, ?)",
+                        (shard, saved.sequence, now, saved.message_hash, doc),
+                    )
+                    if now - saved.progress.scheduled_at > _PAYLOAD_SLACK / 2:
+                        expires = now + retention + _PAYLOAD_SLACK
+                        conn.execute(
+                            "UPDATE payloads SET expires_at = ? WHERE message_hash = ? "
+                            "AND expires_at IS NOT NULL AND expires_at < ?",
+                            (expires, saved.message_hash, now + retention),
+                        )
+                    out.append(saved)
+                conn.executemany(
                     "INSERT INTO outbox_shards (shard, last_seq) VALUES (?, ?) "
                     "ON CONFLICT (shard) DO UPDATE SET last_seq = excluded.last_seq",
-                    (shard, saved.sequence),
+                    list(last.items()),
                 )
-                return saved
+                return out
 
             return in_transaction(conn, body)
 
-        return await self._store.write(job, "save send request")
+        return await self._store.write(job, "save send requests")
 
     async def open_requests(self, shard: int, lease: Lease, *, now: float) -> list[OutboxEntry]:
         """Unfinished requests of ``shard`` (the partial index ``outbox_open``)."""
@@ -166,6 +257,15 @@ class SqliteOutbox:
         where += "ORDER BY o.scheduled_at, o.request_id LIMIT ? OFFSET ?"
         params += [-1 if limit is None else limit, offset]
         return await self._select(where, tuple(params))
+
+    async def head(self, *, now: float) -> bytes:
+        """Each shard's last sequence, as a position."""
+
+        def job(conn: sqlite3.Connection) -> bytes:
+            lasts = dict(conn.execute("SELECT shard, last_seq FROM outbox_shards").fetchall())
+            return ResumePosition(tuple(lasts.get(s, 0) for s in range(self.shards))).encode()
+
+        return await self._store.read(job, "read outbox head")
 
     async def changes_after(self, position: bytes, limit: int, *, now: float) -> OutboxChanges:
         """Retained changes after ``position``, merged across shards."""

@@ -71,6 +71,16 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    Migration(
+        2,
+        "messaging: group members (send replicas' heartbeats and addresses)",
+        (
+            """CREATE TABLE members (
+                grp TEXT NOT NULL, member TEXT NOT NULL, address TEXT NOT NULL, expires_at REAL NOT NULL,
+                PRIMARY KEY (grp, member)
+            ) WITHOUT ROWID""",
+        ),
+    ),
 )
 
 

@@ -29,7 +29,7 @@ __all__ = ["SqliteMsgStore"]
 T = TypeVar("T")
 
 #: Tables whose rows carry ``expires_at`` (NULL = forever) and are purged by :meth:`SqliteMsgStore.maintain`.
-_EXPIRING = ("outbox", "payloads", "records", "records_by_subscription", "subscriptions")
+_EXPIRING = ("outbox", "payloads", "records", "records_by_subscription", "subscriptions", "members")
 
 
 class SqliteMsgStore:

@@ -22,11 +22,12 @@ from msgstore.protocol import MsgStore
 from tests.integration.msgstore.contract_data import SETTINGS, SHARDS, T0, TTL, StoreFactory
 from tests.integration.msgstore.contract_outbox import OutboxContract
 from tests.integration.msgstore.contract_records import RecordContract
+from tests.integration.msgstore.contract_send import MembershipContract, OutboxBatchContract
 
 __all__ = ["SETTINGS", "SHARDS", "T0", "TTL", "MsgStoreContract", "StoreFactory"]
 
 
-class MsgStoreContract(OutboxContract, RecordContract):
+class MsgStoreContract(OutboxContract, OutboxBatchContract, MembershipContract, RecordContract):
     """Behaviour every backend must have."""
 
     @pytest.fixture

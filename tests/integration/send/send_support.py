@@ -50,12 +50,14 @@ class Mesh:
         return f"127.0.0.1:{self.edge.mesh.port}"
 
     async def peer(self) -> tuple[WakuClient, MemorySink]:
-        """A relaying Waku peer (PoW 0, full bloom) connected to the edge peer."""
+        """A relaying Waku peer (PoW 0, full bloom) connected to the edge peer, ready on both sides (the edge
+        peer relays to it only once it has the peer's Status)."""
         sink = MemorySink()
         client = relay_client(sink)
         await client.start()
         self.clients.append(client)
         await client.connect(self.edge.enode)
+        await self.edge.edge.node.wait_ready(client.server.pubkey, 10.0)
         return client, sink
 
     async def start_health(self) -> HealthHandle:
@@ -78,6 +80,7 @@ class Mesh:
             "SEND_EDGE_ADDR": self.edge_address,
             "SEND_HISTORY_ADDR": self.history.address,
             "SEND_HEALTH_ADDR": f"127.0.0.1:{self.health.mesh.port}" if self.health else "",
+            "SEND_SUBSCRIPTION_ADDR": "",  # tests that want subscriptions give their own
             "SEND_PUBLISH_TIMEOUT_SECONDS": "1",  # > one relay broadcast round (300 ms)
             "SEND_STORE_CHECK_DELAY_SECONDS": "0.3",
             "SEND_LEASE_TTL_SECONDS": "3",
@@ -140,9 +143,10 @@ class SendHandle:
         return self.registry.get_sample_value(name, labels or {}) or 0.0
 
     async def stop(self, *, release: bool = True) -> None:
-        """Stop gracefully; ``release=False`` keeps the shard leases as a killed replica would."""
+        """Stop gracefully; ``release=False`` keeps the shard leases and the membership as a killed replica
+        would (they expire on their own)."""
         if not release:
-            self.deps.engine._ownership._held.clear()
+            self.deps.engine.ownership.forget()
         await self.channel.close()
         await self.mesh.stop(grace=2.0)
 

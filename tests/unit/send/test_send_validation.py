@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import replace
 
 import pytest
@@ -102,3 +103,9 @@ def test_store_confirmation_applies_as_configured() -> None:
     assert not prepare(_input(), on, T0).progress.store_confirmation
     ephemeral = _input(message=Message(payload=b"", content_topic=TOPIC, ephemeral=True))
     assert not prepare(ephemeral, monitored, T0).progress.store_confirmation
+
+
+def test_generated_request_ids_are_distinct_uuid4_guids() -> None:
+    ids = [prepare(_input(), RULES, T0).request_id for _ in range(600)]  # crosses two refills of the pool
+    assert len(set(ids)) == 600
+    assert all(uuid.UUID(i).version == 4 and str(uuid.UUID(i)) == i for i in ids)
