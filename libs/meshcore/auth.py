@@ -43,6 +43,7 @@ __all__ = [
     "OPEN_SERVICES",
     "AuthInterceptor",
     "Role",
+    "TlsOnlyInterceptor",
     "Tokens",
     "bearer_token",
     "load_tokens",
@@ -234,3 +235,46 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 handler, _refuse(PermissionDenied(f"this call needs the {needed.name.lower()} role"))
             )
         return handler
+
+
+def _tls_only(behavior: Behavior, _request_streaming: bool, response_streaming: bool) -> Behavior:
+    def check(context: Context) -> None:
+        if context.auth_context().get("transport_security_type") != [b"ssl"]:
+            raise Unauthenticated("this port serves only grpc.health.v1; call the TLS port")
+
+    if response_streaming and inspect.isasyncgenfunction(behavior):
+
+        async def tls_stream(request: Any, context: Context) -> AsyncIterator[Any]:
+            check(context)
+            async for response in behavior(request, context):
+                yield response
+
+        return tls_stream
+
+    async def tls_unary(request: Any, context: Context) -> Any:
+        check(context)
+        return await behavior(request, context)
+
+    return tls_unary
+
+
+class TlsOnlyInterceptor(grpc.aio.ServerInterceptor):
+    """With mutual TLS and a plaintext probe port: only ``grpc.health.v1`` may be called without TLS.
+
+    The kubelet's native gRPC probes cannot do TLS, so a server with mutual TLS can add a plaintext port for
+    them (``<PREFIX>_GRPC_PROBE_PORT``). A gRPC server serves every service on every port; this interceptor
+    refuses every other call that did not arrive over TLS (UNAUTHENTICATED), whatever token it carries.
+    """
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Handler | None:
+        """Wrap every handler but health's with the transport check."""
+        handler = await continuation(handler_call_details)
+        method: str | bytes = handler_call_details.method
+        name = method.decode() if isinstance(method, bytes) else method
+        if handler is None or required_role(name) is Role.OPEN:
+            return handler
+        return wrap_handler(handler, _tls_only)

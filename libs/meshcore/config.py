@@ -346,6 +346,13 @@ class RuntimeConfig:
     grpc_port: int = setting(
         "{prefix}_GRPC_PORT", parse_int(0, 65535), default="50051", doc="gRPC port; 0 picks a free port."
     )
+    probe_port: int = setting(
+        "{prefix}_GRPC_PROBE_PORT",
+        parse_int(-1, 65535),
+        default="-1",
+        doc="With mutual TLS: a plaintext port serving only grpc.health.v1, for the kubelet's gRPC probes "
+        "(they cannot do TLS); -1 = none, 0 picks a free port.",
+    )
     metrics_port: int = setting(
         "{prefix}_METRICS_PORT",
         parse_int(-1, 65535),

@@ -41,7 +41,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from meshcore.auth import AuthInterceptor, load_tokens
+from meshcore.auth import AuthInterceptor, TlsOnlyInterceptor, load_tokens
 from meshcore.config import ConfigError, RuntimeConfig
 from meshcore.interceptors import ErrorInterceptor, ServerMetricsInterceptor
 from meshcore.logging import setup_logging
@@ -120,6 +120,10 @@ def build_server(
         ServerMetricsInterceptor(metrics),
         ErrorInterceptor(),
     ]
+    credentials = server_credentials(runtime.security)
+    probe = credentials is not None and runtime.probe_port >= 0
+    if probe:
+        chain.append(TlsOnlyInterceptor())
     tokens = load_tokens(runtime.security)
     if tokens is not None:
         chain.append(AuthInterceptor(tokens))
@@ -141,15 +145,18 @@ def build_server(
         registration.add_to_server(server)
     reflection.enable_server_reflection(served, server)
     address = f"{runtime.grpc_host}:{runtime.grpc_port}"
-    credentials = server_credentials(runtime.security)
+    probe_address = f"{runtime.grpc_host}:{runtime.probe_port}"
     try:
         if credentials is None:
             port = server.add_insecure_port(address)
         else:
             port = server.add_secure_port(address, credentials)
+        probe_port = server.add_insecure_port(probe_address) if probe else None
     except RuntimeError as err:
-        raise OSError(f"cannot listen for gRPC on {address}: {err}") from err
-    return MeshServer(server, health_servicer, port, names, runtime, registry)
+        raise OSError(f"cannot listen for gRPC on {address} (probes: {probe_address}): {err}") from err
+    mesh = MeshServer(server, health_servicer, port, names, runtime, registry)
+    mesh.probe_port = probe_port
+    return mesh
 
 
 class MeshServer:
@@ -168,6 +175,8 @@ class MeshServer:
         self._health = health_servicer
         self.port = port
         """The bound gRPC port (the real one when the config asked for 0)."""
+        self.probe_port: int | None = None
+        """The bound plaintext health-only port (mutual TLS with ``<PREFIX>_GRPC_PROBE_PORT``), else None."""
         self.service_names = tuple(service_names)
         self._runtime = runtime
         self._metrics = (

@@ -163,3 +163,31 @@ def _file(tmp_path: Path) -> Path:
     path = tmp_path / "admin.tokens"
     path.write_text("admin-token-from-a-file-0\n")
     return path
+
+
+async def test_the_probe_port_answers_health_in_plaintext_and_nothing_else(
+    tmp_path: Path, registry: CollectorRegistry
+) -> None:
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    paths = Pki(tmp_path).issue("archive")
+    runtime = dataclasses.replace(runtime_for_tests(), security=security(paths.env()), probe_port=0)
+    mesh = build_server(runtime, [RawService().registration()], registry=registry)
+    await mesh.start()
+    try:
+        assert mesh.probe_port is not None and mesh.probe_port != mesh.port
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{mesh.probe_port}") as probe:
+            reply = await health_pb2_grpc.HealthStub(probe).Check(health_pb2.HealthCheckRequest(), timeout=10)
+            assert reply.status == health_pb2.HealthCheckResponse.SERVING
+            with pytest.raises(grpc.aio.AioRpcError) as raised:
+                await unary(probe, "Echo")(b"hi", timeout=10)
+            assert raised.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        secure = ChannelSecurity.from_config(security(paths.env())).channel(f"127.0.0.1:{mesh.port}")
+        assert await echo(secure) == b"hi"
+    finally:
+        await mesh.stop(grace=0)
+    plain = build_server(
+        dataclasses.replace(runtime_for_tests(), probe_port=0), [], registry=CollectorRegistry()
+    )
+    assert plain.probe_port is None  # without TLS the gRPC port itself is plaintext: no second port
+    await plain.grpc_server.stop(None)
