@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from archivestore.retention import RetentionPolicy
+from dbkit.cassandra.credentials import Credentials, credentials_from
 from dbkit.cassandra.names import CONSISTENCY_LEVELS, parse_keyspace
 from meshcore.config import FromEnv, setting
 from meshcore.parsers import (
@@ -22,6 +23,7 @@ from meshcore.parsers import (
     parse_float,
     parse_int,
     parse_list,
+    parse_optional_file,
     parse_path,
     parse_str,
 )
@@ -193,6 +195,25 @@ class StoreConfig(FromEnv):
         default="5",
         doc="Cassandra: timeout of one connection attempt.",
     )
+    cassandra_username: str = setting(
+        "ARCHIVE_CASSANDRA_USERNAME",
+        parse_str(),
+        default="",
+        doc="Cassandra: role to log in as (PasswordAuthenticator); empty = the cluster has no authenticator.",
+    )
+    cassandra_password: str = setting(
+        "ARCHIVE_CASSANDRA_PASSWORD",
+        parse_str(),
+        default="",
+        secret=True,
+        doc="Cassandra: password of ARCHIVE_CASSANDRA_USERNAME; wins over ARCHIVE_CASSANDRA_PASSWORD_FILE.",
+    )
+    cassandra_password_file: str = setting(
+        "ARCHIVE_CASSANDRA_PASSWORD_FILE",
+        parse_optional_file(),
+        default="",
+        doc="Cassandra: file whose first line is the password (a mounted Secret).",
+    )
     cassandra_max_in_flight: int = setting(
         "ARCHIVE_CASSANDRA_MAX_IN_FLIGHT",
         parse_int(1, 100_000),
@@ -242,6 +263,8 @@ class StoreConfig(FromEnv):
     def __post_init__(self) -> None:
         if DAY_S % self.bucket_seconds:
             raise ValueError(f"ARCHIVE_BUCKET_SECONDS={self.bucket_seconds} must divide a day (86400)")
+        if (self.cassandra_password or self.cassandra_password_file) and not self.cassandra_username:
+            raise ValueError("a Cassandra password is set but no ARCHIVE_CASSANDRA_USERNAME")
 
     @property
     def retention(self) -> RetentionPolicy:
@@ -254,3 +277,10 @@ class StoreConfig(FromEnv):
         if self.cassandra_replication_dcs:
             return {"class": "NetworkTopologyStrategy", **dict(self.cassandra_replication_dcs)}
         return {"class": "SimpleStrategy", "replication_factor": self.cassandra_replication_factor}
+
+    @property
+    def cassandra_credentials(self) -> Credentials | None:
+        """The login the Cassandra settings give (the password file read now); None = no authenticator."""
+        return credentials_from(
+            self.cassandra_username, self.cassandra_password, self.cassandra_password_file
+        )

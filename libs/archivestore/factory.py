@@ -58,6 +58,7 @@ def create_store(config: StoreConfig) -> ArchiveStore:
         local_dc=config.cassandra_local_dc or None,
         bloom_topic_expansion=config.bloom_topic_expansion,
         write_batch_bytes=config.cassandra_write_batch_bytes,
+        credentials=config.cassandra_credentials,
     )
 
 

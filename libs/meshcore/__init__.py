@@ -34,6 +34,7 @@ from meshcore.errors import (
     NotFound,
     PermissionDenied,
     ResourceExhausted,
+    Unauthenticated,
     Unavailable,
 )
 from meshcore.logging import setup_logging, trim
@@ -56,6 +57,7 @@ __all__ = [
     "Registration",
     "ResourceExhausted",
     "RuntimeConfig",
+    "Unauthenticated",
     "Unavailable",
     "build_server",
     "describe",

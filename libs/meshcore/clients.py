@@ -36,6 +36,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from meshcore.codes import error_class_for, go_code_name
 from meshcore.errors import MeshError
 from meshcore.metrics import ClientMetrics, RpcMetrics
+from meshcore.security import ChannelSecurity, channel_security
 from meshcore.tracing import client_tracing_interceptors
 
 __all__ = [
@@ -124,8 +125,12 @@ def make_channel(
     registry: CollectorRegistry = REGISTRY,
     interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
     options: Sequence[tuple[str, Any]] = (),
+    security: ChannelSecurity | None = None,
 ) -> grpc.aio.Channel:
-    """Open an insecure ``grpc.aio`` channel to ``target`` for calls to ``service_name``.
+    """Open a ``grpc.aio`` channel to ``target`` for calls to ``service_name``.
+
+    ``security`` (None = the process default, :func:`meshcore.security.channel_security`) makes it mutual
+    TLS and adds the bearer token when configured.
 
     ``retry_attempts`` counts the first attempt (1 = no retries, at most 5) and applies only to
     ``idempotent_methods``, retried on ``retryable_codes`` with exponential backoff. Metrics go
@@ -147,7 +152,7 @@ def make_channel(
         *client_metrics_interceptors(ClientMetrics.for_registry(registry)),
         *interceptors,
     ]
-    return grpc.aio.insecure_channel(
+    return (security or channel_security()).channel(
         target,
         options=[
             ("grpc.service_config", json.dumps(config)),

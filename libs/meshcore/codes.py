@@ -23,6 +23,7 @@ from meshcore.errors import (
     NotFound,
     PermissionDenied,
     ResourceExhausted,
+    Unauthenticated,
     Unavailable,
 )
 
@@ -38,6 +39,7 @@ ERROR_CODES: MappingProxyType[type[MeshError], grpc.StatusCode] = MappingProxyTy
         Unavailable: grpc.StatusCode.UNAVAILABLE,
         DeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
         PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
+        Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
         Internal: grpc.StatusCode.INTERNAL,
         # A bare MeshError names no category: treat it as our bug rather than guess.
         MeshError: grpc.StatusCode.INTERNAL,
@@ -56,7 +58,6 @@ _EXTRA_CODE_CATEGORIES: MappingProxyType[grpc.StatusCode, type[MeshError]] = Map
         grpc.StatusCode.OUT_OF_RANGE: InvalidArgument,
         grpc.StatusCode.UNIMPLEMENTED: Internal,
         grpc.StatusCode.DATA_LOSS: Internal,
-        grpc.StatusCode.UNAUTHENTICATED: PermissionDenied,
     }
 )
 

@@ -37,7 +37,10 @@ from meshcore.parsers import (
     parse_choice,
     parse_duration,
     parse_int,
+    parse_list,
+    parse_optional_file,
     parse_str,
+    parse_token,
     parse_url,
 )
 
@@ -45,6 +48,7 @@ __all__ = [
     "ConfigError",
     "FromEnv",
     "RuntimeConfig",
+    "SecurityConfig",
     "SettingDoc",
     "describe",
     "describe_markdown",
@@ -229,9 +233,98 @@ class FromEnv:
         return load_config(cls, environ)
 
 
+_parse_tokens: Parser[tuple[str, ...]] = parse_list(parse_token(min_length=16))
+
+
+def _tokens(role: str, doc: str) -> tuple[str, ...]:
+    return setting(
+        f"MAILMESH_AUTH_{role}_TOKENS",
+        _parse_tokens,
+        default="",
+        secret=True,
+        doc=f"Comma-separated bearer tokens (>= 16 characters each) {doc}; added to those in "
+        f"MAILMESH_AUTH_{role}_TOKENS_FILE.",
+    )
+
+
+def _tokens_file(role: str) -> str:
+    return setting(
+        f"MAILMESH_AUTH_{role}_TOKENS_FILE",
+        parse_optional_file(),
+        default="",
+        doc=f"File with MAILMESH_AUTH_{role}_TOKENS, one per line (blank lines and # comments ignored; a "
+        "mounted Secret); empty = none.",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class SecurityConfig:
+    """Transport security and credentials: one configuration shared by every service (docs/security.md).
+
+    Mutual TLS is on when the three TLS files are set: every gRPC port requires a client certificate signed
+    by the CA and every channel presents this service's. Token auth (``MAILMESH_AUTH=token``) makes every
+    RPC except ``grpc.health.v1`` carry ``authorization: Bearer <token>`` of a role high enough for it
+    (client < service < admin, :mod:`meshcore.auth`); services send the first service token.
+    """
+
+    tls_cert: str = setting(
+        "MAILMESH_TLS_CERT",
+        parse_optional_file(),
+        default="",
+        doc="PEM certificate chain this service presents as server and as client; with MAILMESH_TLS_KEY "
+        "and MAILMESH_TLS_CA it turns on mutual TLS on every gRPC port and channel; empty = plaintext.",
+    )
+    tls_key: str = setting(
+        "MAILMESH_TLS_KEY", parse_optional_file(), default="", doc="PEM private key of MAILMESH_TLS_CERT."
+    )
+    tls_ca: str = setting(
+        "MAILMESH_TLS_CA",
+        parse_optional_file(),
+        default="",
+        doc="PEM CA bundle: servers accept only client certificates it signed, clients only such servers.",
+    )
+    tls_server_name: str = setting(
+        "MAILMESH_TLS_SERVER_NAME",
+        parse_str(),
+        default="",
+        doc="Name clients check in server certificates instead of the target's host (one certificate "
+        "for every service); empty = the target's host.",
+    )
+    auth: str = setting(
+        "MAILMESH_AUTH",
+        parse_choice("off", "token"),
+        default="off",
+        doc="off, or token: every RPC but grpc.health.v1 needs a bearer token of its role "
+        "(UNAUTHENTICATED without a known one, PERMISSION_DENIED below the role).",
+    )
+    client_tokens: tuple[str, ...] = _tokens(
+        "CLIENT", "of Messaging API clients (send, subscription, health)"
+    )
+    client_tokens_file: str = _tokens_file("CLIENT")
+    service_tokens: tuple[str, ...] = _tokens("SERVICE", "of the services themselves; the first is sent")
+    service_tokens_file: str = _tokens_file("SERVICE")
+    admin_tokens: tuple[str, ...] = _tokens("ADMIN", "of operators; required by the admin RPCs")
+    admin_tokens_file: str = _tokens_file("ADMIN")
+
+    @property
+    def tls(self) -> bool:
+        """Whether mutual TLS is configured."""
+        return bool(self.tls_cert)
+
+    def __post_init__(self) -> None:
+        tls = [self.tls_cert, self.tls_key, self.tls_ca]
+        if any(tls) and not all(tls):
+            raise ValueError("set MAILMESH_TLS_CERT, MAILMESH_TLS_KEY and MAILMESH_TLS_CA together or none")
+        if self.auth == "token":
+            for role in ("SERVICE", "ADMIN"):
+                field = role.lower() + "_tokens"
+                if not getattr(self, field) and not getattr(self, field + "_file"):
+                    raise ValueError(f"MAILMESH_AUTH=token needs MAILMESH_AUTH_{role}_TOKENS or its _FILE")
+
+
 @dataclass(frozen=True, kw_only=True)
 class RuntimeConfig:
-    """What every service needs to run: listen address, metrics, logging, tracing, shutdown.
+    """What every service needs to run: listen address, metrics, logging, tracing, shutdown, security.
 
     Embed it with :func:`runtime_settings`; per-service names carry the service's prefix, the
     log and tracing variables are shared by the whole mesh.
@@ -246,11 +339,19 @@ class RuntimeConfig:
     grpc_host: str = setting(
         "{prefix}_GRPC_HOST",
         parse_str(allow_empty=False),
-        default="0.0.0.0",
-        doc="Address the gRPC and metrics servers listen on.",
+        default="127.0.0.1",
+        doc="Address the gRPC and metrics servers listen on: loopback, so a local run exposes nothing; "
+        "0.0.0.0 (or the pod IP) in a cluster, which the chart sets.",
     )
     grpc_port: int = setting(
         "{prefix}_GRPC_PORT", parse_int(0, 65535), default="50051", doc="gRPC port; 0 picks a free port."
+    )
+    probe_port: int = setting(
+        "{prefix}_GRPC_PROBE_PORT",
+        parse_int(-1, 65535),
+        default="-1",
+        doc="With mutual TLS: a plaintext port serving only grpc.health.v1, for the kubelet's gRPC probes "
+        "(they cannot do TLS); -1 = none, 0 picks a free port.",
     )
     metrics_port: int = setting(
         "{prefix}_METRICS_PORT",
@@ -294,6 +395,7 @@ class RuntimeConfig:
         default="",
         doc="OTLP/gRPC collector URL (http://host:4317 for plaintext); empty = no trace export.",
     )
+    security: SecurityConfig = nested(SecurityConfig, prefix="")
 
 
 def runtime_settings(prefix: str, *, service_name: str, grpc_port: int, metrics_port: int) -> RuntimeConfig:

@@ -15,6 +15,7 @@ back from another service into the same classes. The tree::
     ├── Unavailable          a transient failure (dependency down, shutting down): retry later
     ├── DeadlineExceeded     the caller's time ran out before the work finished
     ├── PermissionDenied     the caller may not do this
+    │   └── Unauthenticated  the caller did not say who it is (no or an unknown credential)
     └── Internal             a bug or broken invariant on our side
 
 Services subclass a category and carry the offending data, e.g.::
@@ -42,6 +43,7 @@ __all__ = [
     "NotFound",
     "PermissionDenied",
     "ResourceExhausted",
+    "Unauthenticated",
     "Unavailable",
 ]
 
@@ -112,6 +114,12 @@ class PermissionDenied(MeshError):
     """The caller is not allowed to perform this call."""
 
     default_message = "permission denied"
+
+
+class Unauthenticated(PermissionDenied):
+    """The call carries no credential, or one nobody issued; a PermissionDenied callers can tell apart."""
+
+    default_message = "unauthenticated"
 
 
 class Internal(MeshError):

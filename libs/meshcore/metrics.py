@@ -220,7 +220,7 @@ class ClientMetrics(GrpcMetrics):
 class MetricsHttpServer:
     """A ``/metrics`` HTTP endpoint on its own port, in a daemon thread, that can be closed."""
 
-    def __init__(self, port: int, *, host: str = "0.0.0.0", registry: CollectorRegistry = REGISTRY) -> None:
+    def __init__(self, port: int, *, host: str = "127.0.0.1", registry: CollectorRegistry = REGISTRY) -> None:
         self._requested = port
         self._host = host.strip("[]")  # sockets want a bare IPv6 literal, gRPC wants brackets
         self._registry = registry
@@ -249,7 +249,9 @@ class MetricsHttpServer:
             thread.join()
 
 
-def start_metrics_server(port: int, *, host: str = "0.0.0.0", registry: CollectorRegistry = REGISTRY) -> int:
+def start_metrics_server(
+    port: int, *, host: str = "127.0.0.1", registry: CollectorRegistry = REGISTRY
+) -> int:
     """Serve ``registry`` on ``host:port`` for the life of the process; returns the bound port.
 
     Use :class:`MetricsHttpServer` directly when the endpoint must be closed again

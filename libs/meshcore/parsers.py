@@ -26,9 +26,11 @@ __all__ = [
     "parse_host_port",
     "parse_int",
     "parse_list",
+    "parse_optional_file",
     "parse_path",
     "parse_str",
     "parse_targets",
+    "parse_token",
     "parse_url",
 ]
 
@@ -238,6 +240,37 @@ def parse_path(*, must_exist: bool = False) -> Parser[Path]:
         if must_exist and not path.exists():
             raise ValueError("does not exist")
         return path
+
+    return parse
+
+
+def parse_optional_file() -> Parser[str]:
+    """Accept an empty value (none) or the path of an existing regular file, returned stripped."""
+
+    def parse(raw: str) -> str:
+        text = raw.strip()
+        if text and not Path(text).is_file():
+            raise ValueError("is not an existing file")
+        return text
+
+    return parse
+
+
+# What may appear in an HTTP/2 header value after "Bearer " (RFC 6750 section 2.1 "b64token") and
+# never in a list separator or a blank.
+_TOKEN_RE = re.compile(r"^[A-Za-z0-9\-._~+/]+=*$")
+
+
+def parse_token(*, min_length: int) -> Parser[str]:
+    """Parse one bearer token: RFC 6750 ``b64token`` characters, at least ``min_length`` of them."""
+
+    def parse(raw: str) -> str:
+        value = raw.strip()
+        if len(value) < min_length:
+            raise ValueError(f"a token must be at least {min_length} characters")
+        if not _TOKEN_RE.match(value):
+            raise ValueError("a token may hold only letters, digits and -._~+/ (then = padding)")
+        return value
 
     return parse
 

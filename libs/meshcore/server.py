@@ -41,10 +41,12 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import REGISTRY, CollectorRegistry
 
+from meshcore.auth import AuthInterceptor, TlsOnlyInterceptor, load_tokens
 from meshcore.config import ConfigError, RuntimeConfig
 from meshcore.interceptors import ErrorInterceptor, ServerMetricsInterceptor
 from meshcore.logging import setup_logging
 from meshcore.metrics import MetricsHttpServer, ServerMetrics
+from meshcore.security import ChannelSecurity, install_channel_security, server_credentials
 from meshcore.tracing import server_tracing_interceptor, setup_tracing
 
 __all__ = [
@@ -82,8 +84,13 @@ class Registration:
 
 
 def setup_observability(runtime: RuntimeConfig, *, set_global: bool = True) -> TracerProvider:
-    """Set up logging and tracing from ``runtime`` in one call; returns the tracer provider."""
+    """Set up logging, tracing and the channels' credentials from ``runtime``; returns the tracer provider.
+
+    Every channel :func:`meshcore.clients.make_channel` opens afterwards carries this service's TLS
+    certificate and service token (:mod:`meshcore.security`).
+    """
     setup_logging(runtime.service_name, runtime.log_level, runtime.log_format)
+    install_channel_security(ChannelSecurity.from_config(runtime.security))
     return setup_tracing(runtime.service_name, runtime.otlp_endpoint, set_global=set_global)
 
 
@@ -98,7 +105,8 @@ def build_server(
 ) -> MeshServer:
     """Create and bind a server for ``registrations`` as ``runtime`` says; call ``start()`` next.
 
-    ``interceptors`` run innermost, after tracing, metrics and error mapping. ``tracer_provider``
+    ``interceptors`` run innermost, after tracing, metrics, error mapping and (token auth on) the
+    :class:`~meshcore.auth.AuthInterceptor`; the port is mutual TLS when configured. ``tracer_provider``
     None means the global one (:func:`setup_tracing` installs it); ``registry`` receives the
     gRPC metrics and is what the metrics endpoint serves; ``options`` are extra channel args.
     Call it from a coroutine: grpc.aio binds the server to the running event loop.
@@ -111,8 +119,15 @@ def build_server(
         server_tracing_interceptor(tracer_provider),
         ServerMetricsInterceptor(metrics),
         ErrorInterceptor(),
-        *interceptors,
     ]
+    credentials = server_credentials(runtime.security)
+    probe = credentials is not None and runtime.probe_port >= 0
+    if probe:
+        chain.append(TlsOnlyInterceptor())
+    tokens = load_tokens(runtime.security)
+    if tokens is not None:
+        chain.append(AuthInterceptor(tokens))
+    chain.extend(interceptors)
     server = grpc.aio.server(
         interceptors=chain,
         options=[
@@ -130,11 +145,18 @@ def build_server(
         registration.add_to_server(server)
     reflection.enable_server_reflection(served, server)
     address = f"{runtime.grpc_host}:{runtime.grpc_port}"
+    probe_address = f"{runtime.grpc_host}:{runtime.probe_port}"
     try:
-        port = server.add_insecure_port(address)
+        if credentials is None:
+            port = server.add_insecure_port(address)
+        else:
+            port = server.add_secure_port(address, credentials)
+        probe_port = server.add_insecure_port(probe_address) if probe else None
     except RuntimeError as err:
-        raise OSError(f"cannot listen for gRPC on {address}: {err}") from err
-    return MeshServer(server, health_servicer, port, names, runtime, registry)
+        raise OSError(f"cannot listen for gRPC on {address} (probes: {probe_address}): {err}") from err
+    mesh = MeshServer(server, health_servicer, port, names, runtime, registry)
+    mesh.probe_port = probe_port
+    return mesh
 
 
 class MeshServer:
@@ -153,6 +175,8 @@ class MeshServer:
         self._health = health_servicer
         self.port = port
         """The bound gRPC port (the real one when the config asked for 0)."""
+        self.probe_port: int | None = None
+        """The bound plaintext health-only port (mutual TLS with ``<PREFIX>_GRPC_PROBE_PORT``), else None."""
         self.service_names = tuple(service_names)
         self._runtime = runtime
         self._metrics = (

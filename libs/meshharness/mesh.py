@@ -76,6 +76,7 @@ def plan(
     env: Mapping[str, Mapping[str, str]] | None = None,
     profiles: Mapping[str, Path] | None = None,
     inherit_env: bool = False,
+    shared_env: Mapping[str, str] | None = None,
 ) -> list[ServiceSpec]:
     """Specs for ``services`` (catalog names) in dependency order.
 
@@ -83,7 +84,8 @@ def plan(
     the caller sets them in ``env``). ``replicas`` runs several instances of a kind, named ``<kind>-<i>``
     (replica 0 keeps the kind's name). ``env`` maps a kind to extra variables (they win over planned ones);
     ``profiles`` maps a kind to a cProfile output file. ``inherit_env`` passes the parent's environment
-    through unchanged (``make run``).
+    through unchanged (``make run``). ``shared_env`` goes to every service (the mesh-wide ``MAILMESH_*``
+    settings: TLS files, ``MAILMESH_AUTH`` and its tokens; docs/security.md); ``env`` wins over it.
     """
     kinds = _ordered(services)
     counts = {k.name: (replicas or {}).get(k.name, 1) for k in kinds}
@@ -96,7 +98,7 @@ def plan(
     for k in kinds:
         for index in range(counts[k.name]):
             instance = k.name if index == 0 else f"{k.name}-{index}"
-            vars_: dict[str, str] = {}
+            vars_: dict[str, str] = dict(shared_env or {})
             if pool is not None:
                 assert isinstance(ports, FreePorts)
                 grpc_port, metrics_port = next(pool), next(pool) if ports.metrics else -1

@@ -28,7 +28,7 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -40,11 +40,13 @@ __all__ = [
     "REPO_ROOT",
     "ServiceProcess",
     "ServiceSpec",
+    "TlsFiles",
     "clean_env",
     "scrape_metrics",
     "spawn",
     "start",
     "start_async",
+    "tls_files",
     "wait_serving",
 ]
 
@@ -169,7 +171,15 @@ class ServiceProcess:
         :class:`~meshharness.logs.ServiceExited` when it exited otherwise, ``TimeoutError`` after
         ``timeout`` seconds; returns early (without raising) once ``cancel`` is set.
         """
-        wait_serving(self.address, self.spec.health, timeout, alive=self._check_alive, cancel=cancel)
+        env = {**(os.environ if self.spec.inherit_env else {}), **self.spec.env}
+        wait_serving(
+            self.address,
+            self.spec.health,
+            timeout,
+            alive=self._check_alive,
+            cancel=cancel,
+            tls=tls_files(env),
+        )
 
     async def wait_serving_async(self, timeout: float) -> None:
         """:meth:`wait_serving` for asyncio callers."""
@@ -330,6 +340,34 @@ async def start_async(
     )
 
 
+@dataclass(frozen=True)
+class TlsFiles:
+    """The mesh's mutual-TLS files (``MAILMESH_TLS_*``), as the harness's own channels present them."""
+
+    cert: str
+    key: str
+    ca: str
+    server_name: str = ""
+
+    def channel(self, address: str, options: Sequence[tuple[str, Any]] = ()) -> grpc.Channel:
+        """A blocking TLS channel to ``address`` presenting the certificate."""
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=Path(self.ca).read_bytes(),
+            private_key=Path(self.key).read_bytes(),
+            certificate_chain=Path(self.cert).read_bytes(),
+        )
+        name = [("grpc.ssl_target_name_override", self.server_name)] if self.server_name else []
+        return grpc.secure_channel(address, credentials, options=[*options, *name])
+
+
+def tls_files(env: Mapping[str, str]) -> TlsFiles | None:
+    """The TLS files ``env`` gives every service, or None when the mesh runs plaintext."""
+    cert, key, ca = (env.get(f"MAILMESH_TLS_{part}", "") for part in ("CERT", "KEY", "CA"))
+    if not (cert and key and ca):
+        return None
+    return TlsFiles(cert, key, ca, env.get("MAILMESH_TLS_SERVER_NAME", ""))
+
+
 def wait_serving(
     address: str,
     health: str,
@@ -337,15 +375,22 @@ def wait_serving(
     *,
     alive: Callable[[], None] | None = None,
     cancel: threading.Event | None = None,
+    tls: TlsFiles | None = None,
 ) -> None:
     """Block on ``grpc.health.v1`` ``Watch`` at ``address`` until ``health`` is SERVING.
 
     ``alive()`` is called before each wait and should raise if the process behind ``address`` is gone.
-    Raises ``TimeoutError`` after ``timeout`` seconds; returns quietly once ``cancel`` is set.
+    Raises ``TimeoutError`` after ``timeout`` seconds; returns quietly once ``cancel`` is set. ``tls``: the
+    mesh runs mutual TLS (grpc.health.v1 needs no token, docs/security.md).
     """
     deadline = time.monotonic() + timeout
     request = health_pb2.HealthCheckRequest(service=health)
-    with grpc.insecure_channel(address, options=_HEALTH_CHANNEL_OPTIONS) as channel:
+    channel = (
+        grpc.insecure_channel(address, options=_HEALTH_CHANNEL_OPTIONS)
+        if tls is None
+        else tls.channel(address, _HEALTH_CHANNEL_OPTIONS)
+    )
+    with channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while cancel is None or not cancel.is_set():
             if alive is not None:

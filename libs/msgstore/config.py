@@ -13,9 +13,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
+from dbkit.cassandra.credentials import Credentials, credentials_from
 from dbkit.cassandra.names import CONSISTENCY_LEVELS, parse_keyspace
 from meshcore.config import FromEnv, load_config, setting
-from meshcore.parsers import parse_choice, parse_duration, parse_int, parse_list, parse_path, parse_str
+from meshcore.parsers import (
+    parse_choice,
+    parse_duration,
+    parse_int,
+    parse_list,
+    parse_optional_file,
+    parse_path,
+    parse_str,
+)
 
 __all__ = ["PREFIX", "StoreConfig"]
 
@@ -84,6 +93,25 @@ class StoreConfig(FromEnv):
         default="12",
         doc="Cassandra: client-side timeout of one request.",
     )
+    cassandra_username: str = setting(
+        "{prefix}_CASSANDRA_USERNAME",
+        parse_str(),
+        default="",
+        doc="Cassandra: role to log in as (PasswordAuthenticator); empty = the cluster has no authenticator.",
+    )
+    cassandra_password: str = setting(
+        "{prefix}_CASSANDRA_PASSWORD",
+        parse_str(),
+        default="",
+        secret=True,
+        doc="Cassandra: password of {prefix}_CASSANDRA_USERNAME; wins over {prefix}_CASSANDRA_PASSWORD_FILE.",
+    )
+    cassandra_password_file: str = setting(
+        "{prefix}_CASSANDRA_PASSWORD_FILE",
+        parse_optional_file(),
+        default="",
+        doc="Cassandra: file whose first line is the password (a mounted Secret).",
+    )
     cassandra_max_in_flight: int = setting(
         "{prefix}_CASSANDRA_MAX_IN_FLIGHT",
         parse_int(1, 100_000),
@@ -133,6 +161,17 @@ class StoreConfig(FromEnv):
         default="2",
         doc="A writer stops writing this long before its lease expires (fencing against a takeover).",
     )
+
+    def __post_init__(self) -> None:
+        if (self.cassandra_password or self.cassandra_password_file) and not self.cassandra_username:
+            raise ValueError(f"a Cassandra password is set but no {PREFIX}_CASSANDRA_USERNAME")
+
+    @property
+    def cassandra_credentials(self) -> Credentials | None:
+        """The login the Cassandra settings give (the password file read now); None = no authenticator."""
+        return credentials_from(
+            self.cassandra_username, self.cassandra_password, self.cassandra_password_file
+        )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:

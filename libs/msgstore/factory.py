@@ -52,6 +52,7 @@ def create_store(config: StoreConfig) -> MsgStore:
         replication_factor=config.cassandra_replication_factor,
         request_timeout=config.cassandra_request_timeout_s,
         max_in_flight=config.cassandra_max_in_flight,
+        credentials=config.cassandra_credentials,
     )
 
 

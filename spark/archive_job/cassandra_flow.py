@@ -234,6 +234,7 @@ def run(ctx: Context) -> None:
             opts.cassandra_request_timeout_s,
             opts.cassandra_connect_timeout_s,
             opts.cassandra_local_dc or None,
+            credentials=opts.cassandra_credentials,
         )
         target = DeleteTarget(connect, ks, ctx.job.delete_concurrency)
         rep.partitions_deleted = delete_partitions(ctx.spark, target, list(deletes.rows))

@@ -26,7 +26,8 @@ def cassandra_settings(archive: StoreConfig) -> dict[str, str]:
 
     Reads and writes use the archive's consistency (LOCAL_QUORUM by default, not the connector's
     LOCAL_ONE for reads): a copy must see every write the archive acknowledged. ``ignoreNulls`` keeps a
-    null column unset instead of writing a tombstone (docs/cassandra.md "Sources: Spark connector").
+    null column unset instead of writing a tombstone (docs/cassandra.md "Sources: Spark connector"). The
+    archive's Cassandra login, when it has one, is the job's too.
     """
     out = {
         "spark.sql.extensions": CASSANDRA_EXTENSIONS,
@@ -38,6 +39,12 @@ def cassandra_settings(archive: StoreConfig) -> dict[str, str]:
     }
     if archive.cassandra_local_dc:
         out["spark.cassandra.connection.localDC"] = archive.cassandra_local_dc
+    credentials = archive.cassandra_credentials
+    if credentials is not None:
+        # The connector's own login settings; Spark redacts "password" keys in its UI and logs
+        # (spark.redaction.regex), docs/security.md.
+        out["spark.cassandra.auth.username"] = credentials.username
+        out["spark.cassandra.auth.password"] = credentials.password
     return out
 
 

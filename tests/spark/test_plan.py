@@ -225,3 +225,22 @@ def test_report_renders_json_and_prometheus_text() -> None:
     failed.finish(ok=False, error="boom")
     text = generate_latest(failed.registry()).decode()
     assert "mailmesh_archive_job_success" in text and "last_success_timestamp" not in text
+
+
+def test_the_connector_logs_in_with_the_archive_login() -> None:
+    from spark.archive_job.session import cassandra_settings
+
+    _, plain = load({"ARCHIVE_BACKEND": "cassandra"})
+    assert not any(key.startswith("spark.cassandra.auth.") for key in cassandra_settings(plain))
+    _, archive = load(
+        {
+            "ARCHIVE_BACKEND": "cassandra",
+            "ARCHIVE_CASSANDRA_USERNAME": "job",
+            "ARCHIVE_CASSANDRA_PASSWORD": "pw-1",
+        }
+    )
+    settings = cassandra_settings(archive)
+    assert (settings["spark.cassandra.auth.username"], settings["spark.cassandra.auth.password"]) == (
+        "job",
+        "pw-1",
+    )

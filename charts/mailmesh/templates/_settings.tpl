@@ -19,6 +19,7 @@ MAILMESH_LOG_FORMAT: {{ $root.Values.logging.format | quote }}
 {{- with $root.Values.tracing.otlpEndpoint }}
 OTEL_EXPORTER_OTLP_ENDPOINT: {{ . | quote }}
 {{- end }}
+{{- include "mailmesh.securitySettings" (dict "root" $root "prefix" $p) }}
 {{- range $svc.extraPorts }}
 {{ .env }}: {{ .port | quote }}
 {{- with .hostEnv }}
@@ -108,6 +109,7 @@ ARCHIVE_CASSANDRA_REPLICATION_DCS: {{ $cass.replicationDcs | quote }}
     secretKeyRef:
       name: {{ include "mailmesh.cassandraSecret" $root }}
       key: {{ $root.Values.storage.cassandra.contactPointsKey }}
+{{- include "mailmesh.cassandraLogin" (dict "root" $root "prefix" (ternary "ARCHIVE" "MSGSTORE" (eq $svc.store "archive"))) }}
 {{- end }}
 {{- if eq $svc.envPrefix "HISTORY" }}
 - name: HISTORY_CURSOR_SECRETS
@@ -115,5 +117,62 @@ ARCHIVE_CASSANDRA_REPLICATION_DCS: {{ $cass.replicationDcs | quote }}
     secretKeyRef:
       name: {{ include "mailmesh.cursorSecret" $root }}
       key: {{ $root.Values.history.cursorSecret.key }}
+{{- end }}
+{{- end }}
+
+{{/*
+Mutual TLS and token auth (docs/security.md): the files of the mounted Secrets ("mailmesh.securityVolumes"),
+the same for every service. With TLS the kubelet's gRPC probes use the plaintext, health-only probe port.
+*/}}
+{{- define "mailmesh.securitySettings" -}}
+{{- $sec := .root.Values.security }}
+{{- if $sec.tls.existingSecret }}
+MAILMESH_TLS_CERT: "/var/run/secrets/mailmesh/tls/tls.crt"
+MAILMESH_TLS_KEY: "/var/run/secrets/mailmesh/tls/tls.key"
+MAILMESH_TLS_CA: "/var/run/secrets/mailmesh/tls/ca.crt"
+{{ .prefix }}_GRPC_PROBE_PORT: {{ $sec.tls.probePort | quote }}
+{{- with $sec.tls.serverName }}
+MAILMESH_TLS_SERVER_NAME: {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- if eq $sec.auth.mode "token" }}
+{{- $_ := required "security.auth.mode=token needs security.auth.existingSecret (keys clientTokens, serviceTokens, adminTokens)" $sec.auth.existingSecret }}
+MAILMESH_AUTH: "token"
+{{- range $role := list "CLIENT" "SERVICE" "ADMIN" }}
+MAILMESH_AUTH_{{ $role }}_TOKENS_FILE: "/var/run/secrets/mailmesh/auth/{{ lower $role }}Tokens"
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The volumes (.volumes true) or the container's mounts of the TLS and token Secrets. */}}
+{{- define "mailmesh.securityVolumes" -}}
+{{- $sec := .root.Values.security }}
+{{- range $name, $secret := dict "tls" $sec.tls.existingSecret "auth" (ternary $sec.auth.existingSecret "" (eq $sec.auth.mode "token")) }}
+{{- if $secret }}
+{{- if $.volumes }}
+- name: {{ $name }}
+  secret:
+    secretName: {{ $secret }}
+    defaultMode: 0440
+{{- else }}
+- name: {{ $name }}
+  mountPath: /var/run/secrets/mailmesh/{{ $name }}
+  readOnly: true
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The Cassandra login from storage.cassandra.credentialsSecret, as env entries for variables <prefix>_CASSANDRA_*. */}}
+{{- define "mailmesh.cassandraLogin" -}}
+{{- $c := .root.Values.storage.cassandra }}
+{{- if $c.credentialsSecret }}
+{{- range $var, $key := dict "USERNAME" $c.usernameKey "PASSWORD" $c.passwordKey }}
+- name: {{ $.prefix }}_CASSANDRA_{{ $var }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $c.credentialsSecret }}
+      key: {{ $key }}
+{{- end }}
 {{- end }}
 {{- end }}

@@ -148,27 +148,34 @@ spec:
             - name: metrics
               containerPort: {{ $svc.metricsPort }}
               protocol: TCP
+            {{- if $root.Values.security.tls.existingSecret }}
+            - name: probe
+              containerPort: {{ $root.Values.security.tls.probePort }}
+              protocol: TCP
+            {{- end }}
             {{- range $svc.extraPorts }}
             - name: {{ .name }}
               containerPort: {{ .port }}
               protocol: {{ .protocol | default "TCP" }}
             {{- end }}
           {{- $probes := $defaults.probes }}
+          {{- /* The kubelet's gRPC probes cannot do TLS: with mutual TLS they use the plaintext health-only port. */}}
+          {{- $probePort := ternary $root.Values.security.tls.probePort $svc.grpcPort (ne $root.Values.security.tls.existingSecret "") }}
           startupProbe:
             grpc:
-              port: {{ $svc.grpcPort }}
+              port: {{ $probePort }}
               service: {{ $svc.healthService | quote }}
             {{- toYaml $probes.startup | nindent 12 }}
           readinessProbe:
             grpc:
-              port: {{ $svc.grpcPort }}
+              port: {{ $probePort }}
               service: {{ $svc.healthService | quote }}
             {{- toYaml $probes.readiness | nindent 12 }}
           # Liveness asks for the whole server (""): a service whose store is down reports NOT_SERVING for its
           # own name and must leave the endpoints, not be restarted in a loop.
           livenessProbe:
             grpc:
-              port: {{ $svc.grpcPort }}
+              port: {{ $probePort }}
               service: ""
             {{- toYaml $probes.liveness | nindent 12 }}
           resources:
@@ -187,10 +194,16 @@ spec:
               mountPath: /var/run/mailmesh/node-key
               readOnly: true
             {{- end }}
+            {{- with include "mailmesh.securityVolumes" (dict "root" $root "volumes" false) }}
+            {{- . | nindent 12 }}
+            {{- end }}
       volumes:
         - name: tmp
           emptyDir:
             sizeLimit: {{ $defaults.tmpSizeLimit }}
+        {{- with include "mailmesh.securityVolumes" (dict "root" $root "volumes" true) }}
+        {{- . | nindent 8 }}
+        {{- end }}
         {{- if $sqlite }}
         - name: data
           persistentVolumeClaim:

@@ -51,6 +51,7 @@ from archivestore.types import (
     StoredEnvelope,
 )
 from dbkit.cassandra.cluster import ConnectOptions, build_cluster, translate
+from dbkit.cassandra.credentials import Credentials
 from wakucodec.constants import BLOOM_SIZE, TOPIC_LENGTH
 
 __all__ = ["DEFAULT_SHARDS", "CassandraStore"]
@@ -116,6 +117,7 @@ class CassandraStore:
         stats_exact_max_rows: int = 200_000,
         protocol_version: int = 5,
         key_batch_partitions: int = 10,
+        credentials: Credentials | None = None,
     ) -> None:
         self.keyspace = check_identifier(keyspace)
         self.retention = retention if retention is not None else RetentionPolicy()
@@ -147,6 +149,7 @@ class CassandraStore:
             local_dc,
             max_in_flight,
             protocol_version,
+            credentials,
         )
         self._cluster: Cluster | None = None
         self._claims: dict[bytes, asyncio.Future[bool]] = {}

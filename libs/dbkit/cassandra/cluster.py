@@ -16,12 +16,14 @@ from cassandra import (
     Timeout,
     Unavailable,
 )
+from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
 from cassandra.connection import ConnectionException
 from cassandra.policies import DCAwareRoundRobinPolicy, ExponentialReconnectionPolicy, TokenAwarePolicy
 from cassandra.protocol import IsBootstrappingErrorMessage, OverloadedErrorMessage
 from cassandra.query import tuple_factory
 
+from dbkit.cassandra.credentials import Credentials
 from dbkit.errors import DbError, DbUnavailable
 
 __all__ = ["ConnectOptions", "build_cluster", "translate"]
@@ -65,6 +67,8 @@ class ConnectOptions:
     local_dc: str | None = None
     max_in_flight: int = 512
     protocol_version: int = 5
+    credentials: Credentials | None = None
+    """Log in with these (PasswordAuthenticator); None = the cluster has no authenticator."""
 
 
 def build_cluster(opts: ConnectOptions) -> Cluster:
@@ -73,8 +77,10 @@ def build_cluster(opts: ConnectOptions) -> Cluster:
     Token and schema metadata stay enabled: ``TokenAwarePolicy`` needs the token map *and* the keyspace's
     replication (from schema metadata) to pick a replica as coordinator; without them it silently degrades to
     round robin. Reconnection is capped at 10 s (driver default 600 s) so a restarted node is used again
-    promptly.
+    promptly. With credentials every connection logs in (``PlainTextAuthProvider``, SASL PLAIN).
     """
+    creds = opts.credentials
+    auth = PlainTextAuthProvider(creds.username, creds.password) if creds is not None else None
     profile = ExecutionProfile(
         load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=opts.local_dc)),
         consistency_level=opts.consistency,
@@ -93,4 +99,5 @@ def build_cluster(opts: ConnectOptions) -> Cluster:
         token_metadata_enabled=True,
         idle_heartbeat_interval=10,
         idle_heartbeat_timeout=5,
+        auth_provider=auth,
     )

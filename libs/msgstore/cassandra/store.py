@@ -10,6 +10,7 @@ from cassandra import ConsistencyLevel
 from cassandra.cluster import Cluster, Session
 
 from dbkit.cassandra.cluster import ConnectOptions, build_cluster
+from dbkit.cassandra.credentials import Credentials
 from msgstore.cassandra.leases import CassandraLeases
 from msgstore.cassandra.outbox import CassandraOutbox
 from msgstore.cassandra.payloads import Payloads
@@ -40,6 +41,7 @@ class CassandraMsgStore:
         request_timeout: float = 12.0,
         connect_timeout: float = 5.0,
         max_in_flight: int = 128,
+        credentials: Credentials | None = None,
     ) -> None:
         self.keyspace = keyspace
         self.settings = settings
@@ -53,6 +55,7 @@ class CassandraMsgStore:
             connect_timeout=connect_timeout,
             local_dc=local_dc,
             max_in_flight=max_in_flight,
+            credentials=credentials,
         )
         self._cluster: Cluster | None = None
         self._cql: Cql | None = None

@@ -48,6 +48,13 @@ def test_every_variable_is_prefixed_and_documented() -> None:
         "MAILMESH_LOG_LEVEL",
         "MAILMESH_LOG_FORMAT",
         "OTEL_EXPORTER_OTLP_ENDPOINT",
+        *(f"MAILMESH_TLS_{part}" for part in ("CERT", "KEY", "CA", "SERVER_NAME")),
+        "MAILMESH_AUTH",
+        *(
+            f"MAILMESH_AUTH_{role}_TOKENS{suffix}"
+            for role in ("CLIENT", "SERVICE", "ADMIN")
+            for suffix in ("", "_FILE")
+        ),
     }
     assert all(r.doc.strip() for r in rows)
     assert "ARCHIVE_PORT" not in {r.env for r in rows}  # Kubernetes injects <SERVICE>_PORT

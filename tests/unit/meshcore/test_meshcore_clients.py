@@ -121,7 +121,6 @@ def test_translate_rpc_error_inverts_the_server_mapping(category: type[errors.Me
         (grpc.StatusCode.CANCELLED, errors.Unavailable),
         (grpc.StatusCode.UNKNOWN, errors.Internal),
         (grpc.StatusCode.UNIMPLEMENTED, errors.Internal),
-        (grpc.StatusCode.UNAUTHENTICATED, errors.PermissionDenied),
         (grpc.StatusCode.OUT_OF_RANGE, errors.InvalidArgument),
     ],
 )
