@@ -42,8 +42,9 @@ class Config(FromEnv):
     http_host: str = setting(
         "GATEWAY_HTTP_HOST",
         parse_str(allow_empty=False),
-        default="0.0.0.0",
-        doc="Address the REST API listens on.",
+        default="127.0.0.1",
+        doc="Address the REST API listens on: loopback, so a local run exposes nothing (docs/security.md); "
+        "0.0.0.0 in a cluster, which the chart sets.",
     )
     http_port: int = setting(
         "GATEWAY_HTTP_PORT", parse_int(0, 65535), default="8645", doc="REST API port; 0 picks a free port."
