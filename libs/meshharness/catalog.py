@@ -93,7 +93,7 @@ CATALOG: Mapping[str, ServiceKind] = {
             health="mailmesh.health.v1.HealthService",
             offset=7,
             needs=("archive", "ingest", "history", "edge_peer"),
-            observes=("send", "subscription"),
+            observes=("send", "subscription", "gateway"),
         ),
         ServiceKind(
             name="send",

@@ -32,6 +32,7 @@ GRPC_SERVICES = {
     "history-query": "mailmesh.history.v1.HistoryQueryService",
     "send": "mailmesh.send.v1.SendService",
     "subscription": "mailmesh.subscription.v1.SubscriptionService",
+    "gateway": "",  # no gRPC service of its own: its whole server goes SERVING once the REST API listens
 }
 _HEALTH_SERVICE = "grpc.health.v1.Health"
 _SERVING = {

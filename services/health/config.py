@@ -65,6 +65,13 @@ class Config(FromEnv):
         default="127.0.0.1:50056",
         doc="Subscription replicas whose grpc.health.v1 status is reported (information only); empty = none.",
     )
+    gateway_addrs: tuple[str, ...] = setting(
+        "HEALTH_GATEWAY_ADDR",
+        _targets,
+        default="127.0.0.1:50058",
+        doc='Gateway replicas (their gRPC port, which serves grpc.health.v1 only: the whole server, "", is '
+        "asked) whose status is reported (information only); empty = none.",
+    )
     minimally_healthy_peers: int = setting(
         "HEALTH_MINIMALLY_HEALTHY_PEERS",
         parse_int(1, 10_000),

@@ -62,6 +62,7 @@ def service_targets(cfg: Config, channels: Channels) -> list[ServiceTarget]:
         ("history-query", cfg.history_addrs),
         ("send", cfg.send_addrs),
         ("subscription", cfg.subscription_addrs),
+        ("gateway", cfg.gateway_addrs),
     )
     return [
         ServiceTarget(name, GRPC_SERVICES[name], HealthCheckClient(channels, target), name == "archive")

@@ -25,6 +25,7 @@ ROWS = [
     "send",
     "subscription",
     "health",
+    "gateway",
     "gRPC (every service)",
 ]
 # What issue 13 asks the overview to show, as the metric each of those panels must read.
@@ -38,6 +39,16 @@ OVERVIEW_METRICS = {
     "sends/retries/pending": "waku_send_pending",
     "health state": "mailmesh_health_status",
     "Cassandra errors": "mailmesh_archive_store_errors_total",
+    "REST request rate and 5xx": "mailmesh_gateway_http_requests_total",
+}
+# What the gateway's row must show (issue 12's operations story), as the metric each panel reads.
+GATEWAY_METRICS = {
+    "requests/s by route and code": "mailmesh_gateway_http_requests_total",
+    "p50/p99 latency": "mailmesh_gateway_http_request_duration_seconds_bucket",
+    "SSE clients": "mailmesh_gateway_sse_clients",
+    "dropped slow clients": "mailmesh_gateway_sse_dropped_clients_total",
+    "rate-limited requests": "mailmesh_gateway_rejected_total",
+    "long polls": "mailmesh_gateway_http_requests_in_flight",
 }
 
 
@@ -106,6 +117,31 @@ def test_an_overview_row_then_one_row_per_service(dashboard: dict[str, Any]) -> 
     # A service's row reads that service only (the overview and the gRPC row span several).
     for service, title in zip(JOBS, ROWS[1:-1], strict=True):
         assert per_row[title] == {service}, title
+
+
+def test_the_gateway_row_shows_the_rest_api_and_leaves_waits_out_of_latency(
+    dashboard: dict[str, Any],
+) -> None:
+    panels: list[dict[str, Any]] = []
+    row = ""
+    for panel in dashboard["panels"]:
+        if panel["type"] == "row":
+            row = panel["title"]
+        elif row == "gateway":
+            panels.append(panel)
+    read = {sel.metric for p in panels for t in p["targets"] for sel in selectors(t["expr"])}
+    missing = {what: metric for what, metric in GATEWAY_METRICS.items() if metric not in read}
+    assert not missing, f"the gateway row lacks {missing}"
+    exprs = [t["expr"] for p in panels for t in p["targets"]]
+    latency = [t["expr"] for p in panels if p["title"].startswith("Latency") for t in p["targets"]]
+    assert len(latency) == 2  # p50 and p99
+    for expr in latency:
+        # A long poll's or an SSE stream's duration is the client's wait: a quantile would show the wait.
+        route = next(s for s in selectors(expr) if s.metric.endswith("_bucket")).matchers["route"]
+        assert route[0] == "NotRe" and all(r in route[1] for r in ("/events", "/messages", "/health")), expr
+    codes = {sel.matchers.get("code", ("", ""))[1] for e in exprs for sel in selectors(e)}
+    assert "[45].." in codes  # 4xx and 5xx
+    assert any("4xx" in p["title"] for p in panels)
 
 
 def test_panels_have_unique_ids_and_do_not_overlap(dashboard: dict[str, Any]) -> None:

@@ -1,7 +1,7 @@
 """Observability end to end: the whole mesh as processes (archive, ingest, history, edge peer, health, send,
-subscription), every service exporting spans over OTLP to a receiver in this test, and one real wakunode RLPx
-peer driving a little traffic: it posts envelopes, asks for their history over RLPx (0x7e), and receives
-what a ``SendService.Send`` publishes.
+subscription, gateway), every service exporting spans over OTLP to a receiver in this test, and one real
+wakunode RLPx peer driving a little traffic: it posts envelopes, asks for their history over RLPx (0x7e), and
+receives what a ``SendService.Send`` and a REST ``POST /send`` to the gateway publish.
 
 - Every service's ``/metrics`` has the go-grpc-prometheus server set, every service that calls another has the
   client set with samples, and every metric a dashboard panel or an alert rule names (parsed as PromQL) is
@@ -9,11 +9,13 @@ what a ``SendService.Send`` publishes.
   exactly what each service exports.
 - The history request is ONE trace: the edge peer's ``mailserver request`` span → history-query → archive.
 - The Send is ONE trace: the Send call → the send attempt (a background task) → the edge peer's Publish.
+- The REST ``POST /send`` is ONE trace: the gateway's HTTP request → its Send call → the same chain.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import re
 import threading
@@ -27,6 +29,7 @@ from typing import Any, TypeVar
 
 import grpc
 import grpc.aio
+import httpx
 import pytest
 import yaml
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
@@ -50,7 +53,7 @@ OPERATIONS = ROOT / "docs" / "operations.md"
 TOPIC = b"\x0b\x5e\x7e\x01"
 BRIDGED = "/waku/1/0x0b5e7e01/rfc26"
 WAIT_S = 120.0  # one bound per wait; the awaited events end each wait
-SERVICES = ["archive", "ingest", "history", "edge_peer", "health", "send", "subscription"]
+SERVICES = ["archive", "ingest", "history", "edge_peer", "health", "send", "subscription", "gateway"]
 GRPC_SERVER = ["started_total", "handled_total", "msg_received_total", "msg_sent_total", "handling_seconds"]
 
 
@@ -144,7 +147,7 @@ def mesh(
     def specs() -> list[ServiceSpec]:
         return plan(SERVICES, ports=FreePorts(), state_dir=state, env=env)
 
-    # Seven services starting at once on a loaded two-core machine: three times the usual deadline.
+    # Eight services starting at once on a loaded two-core machine: three times the usual deadline.
     processes = start_mesh(specs, timeout=3 * START_DEADLINE_S, log_dir=state / "logs")
     try:
         yield processes
@@ -162,6 +165,8 @@ class Traffic:
     """What the driver did, and every service's exposition afterwards."""
 
     request_id: str
+    rest_request_id: str
+    """The requestId the gateway's ``POST /send`` answered."""
     history_hashes: list[bytes]
     exported: dict[str, set[str]]
     """Service -> every sample name its /metrics can expose (a histogram's _bucket/_sum/_count included)."""
@@ -169,7 +174,7 @@ class Traffic:
     """Service -> the names that have at least one sample line."""
 
 
-async def _drive(processes: ProcessMesh) -> tuple[str, list[bytes]]:
+async def _drive(processes: ProcessMesh) -> tuple[str, str, list[bytes]]:
     sink = MemorySink()
     client = relay_client(sink)
     await client.start()
@@ -191,8 +196,13 @@ async def _drive(processes: ProcessMesh) -> tuple[str, list[bytes]]:
             reply = await send_pb2_grpc.SendServiceStub(channel).Send(
                 send_pb2.SendRequest(message=message), timeout=10
             )
-        await sink.wait_for(1, timeout=WAIT_S)  # the Send's envelope, relayed to this peer
-        return reply.request_id, [e.hash for e in got]
+        gateway = f"http://127.0.0.1:{processes.get('gateway').spec.env['GATEWAY_HTTP_PORT']}"
+        async with httpx.AsyncClient(base_url=gateway, timeout=10) as rest:
+            body = {"contentTopic": BRIDGED, "payload": base64.b64encode(b"traced over REST").decode()}
+            sent = await rest.post("/send", json=body)
+        assert sent.status_code == 200, sent.text
+        await sink.wait_for(2, timeout=WAIT_S)  # both sends' envelopes, relayed to this peer
+        return reply.request_id, sent.json()["requestId"], [e.hash for e in got]
     finally:
         await client.stop()
 
@@ -208,12 +218,12 @@ def _exposition(port: int) -> tuple[set[str], set[str]]:
 
 @pytest.fixture(scope="module")
 def traffic(mesh: ProcessMesh) -> Traffic:
-    request_id, hashes = run(_drive(mesh))
+    request_id, rest_request_id, hashes = run(_drive(mesh))
     exported: dict[str, set[str]] = {}
     sampled: dict[str, set[str]] = {}
     for name in SERVICES:
         exported[name], sampled[name] = _exposition(mesh.get(name).spec.metrics_port)
-    return Traffic(request_id, hashes, exported, sampled)
+    return Traffic(request_id, rest_request_id, hashes, exported, sampled)
 
 
 def test_every_server_and_client_has_the_go_grpc_prometheus_metrics(traffic: Traffic) -> None:
@@ -337,7 +347,8 @@ def test_a_send_is_one_trace_from_the_call_to_the_edge_peer_publish(
     chain, trace = collector.wait_for(
         lambda spans: _complete(
             spans,
-            lambda r: r.service == "send" and r.span.name.endswith("SendService/Send"),
+            # The gRPC Send's own span is a root; the REST send's has the gateway's call as parent.
+            lambda r: r.service == "send" and r.span.name.endswith("SendService/Send") and not r.parent,
             lambda r: r.service == "edge-peer" and r.span.name.endswith("EdgePeerService/Publish"),
         ),
         "the edge peer's Publish and all its ancestors in the Send's trace",
@@ -352,3 +363,31 @@ def test_a_send_is_one_trace_from_the_call_to_the_edge_peer_publish(
     attributes = {a.key: a.value.string_value for a in attempt.span.attributes}
     assert attributes["mailmesh.request_id"] == traffic.request_id
     assert [r.span.name for r in trace if not r.parent] == ["/mailmesh.send.v1.SendService/Send"]
+
+
+def test_a_rest_send_is_one_trace_from_the_gateway_to_the_edge_peer_publish(
+    receiver: tuple[OtlpReceiver, int], traffic: Traffic
+) -> None:
+    collector = receiver[0]
+    chain, trace = collector.wait_for(
+        lambda spans: _complete(
+            spans,
+            lambda r: r.service == "gateway" and not r.parent,
+            lambda r: r.service == "edge-peer" and r.span.name.endswith("EdgePeerService/Publish"),
+        ),
+        "the edge peer's Publish and all its ancestors in the REST send's trace",
+    )
+    assert chain == [
+        ("edge-peer", "/mailmesh.edgepeer.v1.EdgePeerService/Publish"),
+        ("send", "/mailmesh.edgepeer.v1.EdgePeerService/Publish"),
+        ("send", "send attempt"),
+        ("send", "/mailmesh.send.v1.SendService/Send"),
+        ("gateway", "/mailmesh.send.v1.SendService/Send"),
+        ("gateway", "POST /send"),
+    ]
+    attempt = next(r for r in trace if r.span.name == "send attempt")
+    attributes = {a.key: a.value.string_value for a in attempt.span.attributes}
+    assert attributes["mailmesh.request_id"] == traffic.rest_request_id
+    roots = [r for r in trace if not r.parent]
+    assert [(r.service, r.span.name) for r in roots] == [("gateway", "POST /send")]
+    assert roots[0].span.kind == Span.SPAN_KIND_SERVER

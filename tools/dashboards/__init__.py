@@ -1,7 +1,8 @@
 """Generate the Grafana dashboard ``charts/mailmesh/files/dashboards/mailmesh.json`` (``--check``).
 
-One overview row (what an on-call engineer looks at first) and one row per service, every query against the
-``${datasource}`` variable with ``$__rate_interval`` windows. A service is selected by its Prometheus ``job``
+One overview row (what an on-call engineer looks at first) and one row per service (the gateway's, the REST
+API as its clients see it, in ``gateway.py``), every query against the ``${datasource}`` variable with
+``$__rate_interval`` windows. A service is selected by its Prometheus ``job``
 label, which ends with the service's name (docs/operations.md "Metrics": the chart's ServiceMonitor takes it
 from the ``app.kubernetes.io/component`` label, ``edge-peer``; a static scrape config may prefix it), and by
 ``$namespace``. Written in Python so that every panel uses the same selectors; the committed JSON is what the

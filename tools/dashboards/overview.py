@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tools.dashboards.gateway import rest_overview
 from tools.dashboards.query import (
     HEALTH_MAPPINGS,
     HEALTH_VALUE,
@@ -102,11 +103,12 @@ def overview() -> Row:
                 [(agg("sum", rate("grpc_server_handled_total", "mesh", SERVER_FAULTS), "job"), "{{job}}")],
                 unit="ops",
             ),
+            rest_overview(),
             Panel(
                 "Node health over time",
                 [(agg("max", gauge("mailmesh_health_status", "health"), "status"), "{{status}}")],
                 kind="state-timeline",
-                width=16,
+                width=24,
             ),
         ],
     )

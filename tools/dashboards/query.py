@@ -18,6 +18,7 @@ JOBS = {
     "send": ".*send",
     "subscription": ".*subscription",
     "health": ".*health",
+    "gateway": ".*gateway",
 }
 """Catalog service name -> the regex its ``job`` label matches (the whole value, as PromQL anchors it)."""
 MESH = ".*(" + "|".join(j.removeprefix(".*") for j in JOBS.values()) + ")"

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from tools.dashboards.gateway import gateway
 from tools.dashboards.overview import edge_peer, overview
 from tools.dashboards.query import Panel, Row
 from tools.dashboards.services import archive, grpc, health, history, ingest, send, subscription
@@ -23,7 +24,18 @@ DS = {"type": "prometheus", "uid": "${datasource}"}
 
 def rows() -> list[Row]:
     """Every row, in order."""
-    return [overview(), edge_peer(), ingest(), archive(), history(), send(), subscription(), health(), grpc()]
+    return [
+        overview(),
+        edge_peer(),
+        ingest(),
+        archive(),
+        history(),
+        send(),
+        subscription(),
+        health(),
+        gateway(),
+        grpc(),
+    ]
 
 
 def _panel_json(panel: Panel, pid: int, x: int, y: int) -> dict[str, Any]:

@@ -32,6 +32,7 @@ def health_env(edge_peers: Sequence[str], archives: Sequence[str], **extra: str)
         "HEALTH_HISTORY_ADDR": "",
         "HEALTH_SEND_ADDR": "",
         "HEALTH_SUBSCRIPTION_ADDR": "",
+        "HEALTH_GATEWAY_ADDR": "",
         "HEALTH_POLL_INTERVAL_SECONDS": POLL_S,
         "HEALTH_HOLD_SECONDS": HOLD_S,
         "HEALTH_CALL_TIMEOUT_SECONDS": "2",

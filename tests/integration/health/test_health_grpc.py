@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import grpc
+import grpc.aio
 import pytest
+from grpc_health.v1 import health as grpc_health
+from grpc_health.v1 import health_pb2 as grpc_health_pb2
+from grpc_health.v1 import health_pb2_grpc as grpc_health_pb2_grpc
 
 from mailmesh.common.v1 import common_pb2
 from mailmesh.edgepeer.v1 import edgepeer_pb2
@@ -27,6 +33,20 @@ def address(edge: Edge) -> str:
 
 def codes(report: health_pb2.HealthReport) -> list[int]:
     return [r.code for r in report.reasons]
+
+
+@pytest.fixture
+async def gateway_grpc() -> AsyncIterator[str]:
+    """What the health service sees of a gateway: a gRPC port with only grpc.health.v1, whose whole server
+    ("") is SERVING (the gateway registers no gRPC service of its own)."""
+    server = grpc.aio.server()
+    servicer = grpc_health.aio.HealthServicer()
+    grpc_health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    await servicer.set("", grpc_health_pb2.HealthCheckResponse.SERVING)
+    yield f"127.0.0.1:{port}"
+    await server.stop(None)
 
 
 async def connect(make_client: ClientFactory, *edges: Edge) -> WakuClient:
@@ -104,7 +124,11 @@ async def test_status_follows_real_peers_up_and_down_with_every_transition_in_or
 
 
 async def test_get_health_reports_thresholds_services_and_the_mesh_own_edge_peers_are_not_counted(
-    archive: ArchiveHandle, make_edge: EdgeFactory, make_health: HealthFactory, make_client: ClientFactory
+    archive: ArchiveHandle,
+    make_edge: EdgeFactory,
+    make_health: HealthFactory,
+    make_client: ClientFactory,
+    gateway_grpc: str,
 ) -> None:
     a, b = await make_edge("edge-a"), await make_edge("edge-b")
     # The two edge peers are connected to each other as well as to one outside peer.
@@ -115,6 +139,7 @@ async def test_get_health_reports_thresholds_services_and_the_mesh_own_edge_peer
         [archive.address],
         HEALTH_MINIMALLY_HEALTHY_PEERS="1",
         HEALTH_HEALTHY_PEERS="2",
+        HEALTH_GATEWAY_ADDR=gateway_grpc,
     )
     watch = health.watch(health_pb2.WATCH_MODE_ANY)
     assert (await watch.next()).report.status == UNHEALTHY
@@ -143,6 +168,7 @@ async def test_get_health_reports_thresholds_services_and_the_mesh_own_edge_peer
             health_pb2.SERVING_STATUS_SERVING,
             False,
         ),
+        ("gateway", gateway_grpc, "", health_pb2.SERVING_STATUS_SERVING, False),
     ]
     watch.cancel()
 

@@ -35,6 +35,7 @@ def _env(**extra: str) -> dict[str, str]:
             "HEALTH_HISTORY_ADDR": "",
             "HEALTH_SEND_ADDR": "",
             "HEALTH_SUBSCRIPTION_ADDR": "",
+            "HEALTH_GATEWAY_ADDR": "",
             "HEALTH_SHUTDOWN_GRACE_SECONDS": "600",
             "MAILMESH_LOG_FORMAT": "json",
         }

@@ -21,7 +21,7 @@ def test_defaults_match_the_local_ports_and_the_spec_thresholds() -> None:
     assert cfg.edge_peer_addrs == ("127.0.0.1:50051",)
     assert cfg.ingest_addrs == ("127.0.0.1:50052",) and cfg.archive_addrs == ("127.0.0.1:50053",)
     assert cfg.history_addrs == ("127.0.0.1:50054",) and cfg.send_addrs == ("127.0.0.1:50055",)
-    assert cfg.subscription_addrs == ("127.0.0.1:50056",)
+    assert cfg.subscription_addrs == ("127.0.0.1:50056",) and cfg.gateway_addrs == ("127.0.0.1:50058",)
     t = thresholds_from(cfg)
     assert (t.minimally_healthy_peers, t.healthy_peers, t.hold_s, t.loss_hold_s) == (4, 6, 3.0, 0.0)
     assert (cfg.poll_interval_s, cfg.call_timeout_s, cfg.watch_min_interval_s) == (1.0, 0.5, 1.0)

@@ -55,14 +55,16 @@ def test_fixed_layout_bases_and_extra_ports_are_configurable() -> None:
 
 
 def test_health_gets_the_addresses_of_services_it_observes_which_start_after_it() -> None:
-    """send and subscription need health, and health checks them: it learns their addresses anyway."""
-    mesh = [*ALL, "health", "send", "subscription"]
+    """send, subscription and the gateway need health, and health checks them: it learns their addresses
+    anyway."""
+    mesh = [*ALL, "health", "send", "subscription", "gateway"]
     specs = plan(mesh, ports=FixedPorts(40000, 8000))
     order = [s.name for s in specs]
-    assert order.index("health") < order.index("send") < order.index("subscription")
+    assert order.index("health") < order.index("send") < order.index("subscription") < order.index("gateway")
     by = {s.name: s for s in specs}
     assert by["health"].env["HEALTH_SEND_ADDR"] == "127.0.0.1:40005"
     assert by["health"].env["HEALTH_SUBSCRIPTION_ADDR"] == "127.0.0.1:40006"
+    assert by["health"].env["HEALTH_GATEWAY_ADDR"] == "127.0.0.1:40008"
     assert by["subscription"].env["SUBSCRIPTION_SEND_ADDR"] == "127.0.0.1:40005"
     overridden = plan(mesh, ports=FixedPorts(40000, 8000), env={"health": {"HEALTH_SEND_ADDR": ""}})
     assert next(s for s in overridden if s.name == "health").env["HEALTH_SEND_ADDR"] == ""
