@@ -23,6 +23,7 @@ import random
 import sys
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -213,6 +214,12 @@ async def _load(
     return sampler, summaries, load_s
 
 
+async def _settled(edge: EdgeService) -> bool:
+    """The edge peer holds nothing for ingest: every envelope it took has been made durable by ingest."""
+    samples = await asyncio.to_thread(edge.metrics)
+    return sum(v for (name, _), v in samples.items() if name == "edge_ingest_buffered_envelopes") == 0
+
+
 def _log_levels(services: list[Service], edge: EdgeService) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for service in [*services, edge.service]:
@@ -248,7 +255,7 @@ async def run_soak(
     try:
         sampler, roles, load_s = await _load(settings, services, edge, work)
         ledger = Ledger.read(work / "ledger.bin")
-        archive = await drain(services[0].address, ledger, settings.drain_timeout_s)
+        archive = await drain(services[0].address, ledger, settings.drain_timeout_s, partial(_settled, edge))
         walks = await exact_walks(settings, edge.enode, ledger, settings.final_walks)
         counters = _edge_counters(edge)
         alive = {s.name: s.returncode is None for s in [*services, edge.service]}

@@ -1,9 +1,10 @@
 """After the soak's load: the ledger against the archive, by hash, and exact history walks.
 
 1. **Drain**: the archive is asked (``ContainsEnvelopes``, 1,000 hashes a call) for every acknowledged
-   envelope not seen yet, once a second, until it holds all of them or
-   :attr:`~bench.soak_settings.SoakSettings.drain_timeout_s` passes. ``lost`` = acknowledged − present: the
-   soak's zero-loss criterion. How many posted but unacknowledged envelopes were archived anyway is reported.
+   envelope not seen yet, once a second, until it holds all of them, or the edge peer's ingest buffer is
+   empty (nothing more is on its way), or :attr:`~bench.soak_settings.SoakSettings.drain_timeout_s`
+   passes. ``lost`` = acknowledged − present: the soak's zero-loss criterion. How many posted but
+   unacknowledged envelopes were archived anyway is reported.
 2. **Nothing foreign**: the archive's exact count must equal the posted envelopes it holds (the hostile
    peers' envelopes are all invalid and must never be archived).
 3. **Exact walks**: once the archive is complete, a client walks random 30 s windows of two topics over
@@ -18,7 +19,7 @@ import bisect
 import random
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,15 +88,20 @@ async def present(stub: archive_pb2_grpc.ArchiveServiceAsyncStub, hashes: Sequen
     return found
 
 
-async def drain(address: str, ledger: Ledger, timeout_s: float) -> dict[str, Any]:
-    """Wait (bounded) until the archive holds every acknowledged envelope; then count what is there."""
+async def drain(
+    address: str, ledger: Ledger, timeout_s: float, settled: Callable[[], Awaitable[bool]]
+) -> dict[str, Any]:
+    """Wait (bounded) until the archive holds every acknowledged envelope, or until nothing more can come
+    (``settled()``: the edge peer's ingest buffer is empty, so ingest has acknowledged — made durable —
+    everything it was given); then count what is there."""
     began = time.monotonic()
     async with grpc.aio.insecure_channel(address) as channel:
         stub: archive_pb2_grpc.ArchiveServiceAsyncStub = archive_pb2_grpc.ArchiveServiceStub(channel)
-        missing = sorted(ledger.acked)
+        missing = set(ledger.acked)
         while missing:
-            missing = sorted(set(missing) - await present(stub, missing))
-            if not missing or time.monotonic() - began > timeout_s:
+            done = await settled()  # asked before the look-up, so a True covers what the look-up sees
+            missing -= await present(stub, sorted(missing))
+            if not missing or done or time.monotonic() - began > timeout_s:
                 break
             await asyncio.sleep(POLL_S)  # polling interval of a bounded wait, not synchronisation
         drained_s = time.monotonic() - began
