@@ -48,7 +48,7 @@ __all__ = ["SOAK_KEYSPACE", "main", "run_soak"]
 
 #: The Cassandra keyspace of a Cassandra-backed soak: dropped before and after (never the team's).
 SOAK_KEYSPACE = "mailmesh_soak"
-#: Hang bounds for the role processes (seconds): connecting every peer, and finishing after the load.
+#: Hang bounds for the role processes (seconds): connecting every peer, and finishing once the load is over.
 READY_BOUND_S = 300.0
 FINISH_BOUND_S = 400.0
 INGEST_SCRAPE: Scrape = {"archived": "mailserver_envelopes_total"}
@@ -118,8 +118,8 @@ class _Role:
         assert self.proc.stdin is not None
         self.proc.stdin.write(f"go {seconds}\n".encode())
 
-    async def finish(self) -> dict[str, Any]:
-        line = await self._line(FINISH_BOUND_S)
+    async def finish(self, load_s: float) -> dict[str, Any]:
+        line = await self._line(load_s + FINISH_BOUND_S)
         code = await asyncio.wait_for(self.proc.wait(), 60)
         if line != b"done" or code != 0:
             raise self._failed(f"failed (exit {code})")
@@ -203,7 +203,7 @@ async def _load(
         for role in roles:
             role.go(settings.duration_s)
         try:
-            summaries = {role.name: await role.finish() for role in roles}
+            summaries = {role.name: await role.finish(settings.duration_s) for role in roles}
         finally:
             load_s = time.monotonic() - began
             stop.set()

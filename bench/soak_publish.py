@@ -8,12 +8,16 @@ packets at once (so the achieved rate says what the mesh sustained). The edge pe
 (WAKU-1 "Batch Ack" / "Message Response"; status-go ``waku/v1/peer.go`` ``sendConfirmation``).
 
 **Acknowledged** (the soak's loss criterion, docs/soak.md): an envelope is acknowledged when the
-confirmation naming its packet's batch hash (keccak256 of the Messages payload) arrived and the Message
-Response lists no error for that envelope's hash. The ledger (``ledger.bin``, :data:`~bench.soak_settings.
+confirmation naming its packet's batch hash (keccak256 of the Messages payload) arrived *before the envelope
+expired* and the Message Response lists no error for that envelope's hash. That is when status-go's sender
+reports a message sent (its ``EnvelopesMonitor`` marks the batch's envelopes ``EnvelopeSent`` on the batch
+acknowledgement, and reports an envelope that reached its expiry unconfirmed as expired): a node silently
+drops an envelope that is already expired when it arrives (status-go ``Waku.add``), and its confirmation
+then covers nothing. The ledger (``ledger.bin``, :data:`~bench.soak_settings.
 LEDGER` records) holds every posted envelope — hash, sent time, topic, acknowledged or not — written when its
 packet is resolved, so this process's memory does not grow with the run. Errors of a good client: a
-confirmation that never came (:attr:`~bench.soak_settings.SoakSettings.ack_timeout_s`), an error listed for
-one of our envelopes, a failed write or a lost session.
+confirmation that never came (:attr:`~bench.soak_settings.SoakSettings.ack_timeout_s`) or came after the
+envelope expired, an error listed for one of our envelopes, a failed write or a lost session.
 """
 
 from __future__ import annotations
@@ -182,11 +186,14 @@ class _Publisher:
             try:
                 async with asyncio.timeout(max(remaining, 0.0)):
                     response = await packet.confirmation
-                now = time.monotonic()
+                now, wall = time.monotonic(), time.time()
                 refused = {e.envelope_hash for e in response.errors}
-                acked = {e.hash for e in packet.envelopes} - refused
+                late = {e.hash for e in packet.envelopes if e.expiry <= wall} - refused
+                acked = {e.hash for e in packet.envelopes} - refused - late
                 if refused:
                     self.tally.errors["envelope refused in Message Response"] += len(refused)
+                if late:
+                    self.tally.errors["confirmed only after the envelope expired"] += len(late)
                 self.tally.ack_latency_s.append(now - packet.written_at)
                 self.tally.count(self.tally.acked_per_s, now - self.began, len(acked))
             except TimeoutError:

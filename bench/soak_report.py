@@ -44,6 +44,10 @@ def per_second(cumulative: Sequence[float | None]) -> list[float]:
     return out
 
 
+def _mean(values: Sequence[float]) -> float | None:
+    return round(statistics.fmean(values), 1) if values else None
+
+
 def _total(errors: dict[str, int]) -> int:
     return sum(errors.values())
 
@@ -81,6 +85,8 @@ def _figures(
         "hostile_moves": sum(sum(c.values()) for c in hostile["outcomes"].values()),
         "hostile_defects": hostile["defects"],
         "load1_mean": round(statistics.fmean(sampler.load1), 2) if sampler.load1 else None,
+        "cpu_pressure_mean_pct": _mean(sampler.cpu_pressure),
+        "io_pressure_mean_pct": _mean(sampler.io_pressure),
         "load1_max": round(max(sampler.load1), 2) if sampler.load1 else None,
         "cores_used_by_soak": round(ours / span, 2),
         "cores_used_by_others": round(max(machine - ours, 0.0) / span, 2),
@@ -144,7 +150,7 @@ def build_report(
     services: dict[str, Any],
 ) -> dict[str, Any]:
     """Everything the run measured, the verdict and the reasons for it."""
-    processes = steady_slopes(sampler, settings.warmup_s)
+    processes = steady_slopes(sampler, settings.steady_fraction)
     failures = _failures(settings, processes, roles, archive, walks, edge_counters, services)
     series = {
         **sampler.to_json(),
@@ -164,7 +170,7 @@ def build_report(
         "bounds": {
             "rss_mib_per_min": settings.rss_slope_bound,
             "fds_per_min": settings.fd_slope_bound,
-            "slopes_after_s": settings.warmup_s,
+            "slopes_over_last_fraction": settings.steady_fraction,
             "enforced": settings.enforce_slopes,
         },
         "processes": processes,

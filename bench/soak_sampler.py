@@ -16,6 +16,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from bench.support import machine_busy_s, proc_cpu_s, rss_kib
@@ -33,6 +34,15 @@ def fd_count(pid: int) -> int:
         return len(os.listdir(f"/proc/{pid}/fd"))
     except OSError:
         return 0
+
+
+def _pressure(resource: str) -> float:
+    """Linux PSI "some avg10" of ``resource`` (-1 where the kernel does not expose it)."""
+    try:
+        first = Path(f"/proc/pressure/{resource}").read_text().split("\n", 1)[0]
+    except OSError:
+        return -1.0
+    return float(first.split("avg10=", 1)[1].split()[0])
 
 
 def slope_per_min(t: Sequence[float], y: Sequence[float]) -> float:
@@ -60,6 +70,10 @@ class Sampler:
     cpu_s: dict[str, list[float]] = field(default_factory=dict)
     counters: dict[str, list[float | None]] = field(default_factory=dict)
     load1: list[float] = field(default_factory=list)
+    cpu_pressure: list[float] = field(default_factory=list)
+    """``/proc/pressure/cpu`` "some avg10": % of the last 10 s in which runnable tasks waited for a CPU."""
+    io_pressure: list[float] = field(default_factory=list)
+    """``/proc/pressure/io`` "some avg10": % of the last 10 s in which tasks waited for I/O."""
     machine_cpu: list[float] = field(default_factory=list)
     """The whole machine's busy CPU seconds (all cores), from ``/proc/stat``."""
 
@@ -91,6 +105,8 @@ class Sampler:
                 value = values.get(key) if isinstance(values, dict) else None
                 self.counters.setdefault(f"{service}.{key}", []).append(value)
         self.load1.append(os.getloadavg()[0])
+        self.cpu_pressure.append(_pressure("cpu"))
+        self.io_pressure.append(_pressure("io"))
         self.machine_cpu.append(round(machine_busy_s()[0], 2))
 
     async def _scrape(self, port: int, what: Scrape) -> dict[str, float]:
@@ -109,14 +125,18 @@ class Sampler:
             "cpu_s": self.cpu_s,
             "counters": self.counters,
             "load1": self.load1,
+            "cpu_pressure_some_avg10": self.cpu_pressure,
+            "io_pressure_some_avg10": self.io_pressure,
             "machine_busy_cpu_s": self.machine_cpu,
         }
 
 
-def steady_slopes(sampler: Sampler, warmup_s: float) -> dict[str, dict[str, float]]:
-    """Per process: RSS and descriptors at start, max and end, and their slopes after ``warmup_s``."""
+def steady_slopes(sampler: Sampler, fraction: float) -> dict[str, dict[str, float]]:
+    """Per process: RSS and descriptors at start, max and end, and their slopes over the last ``fraction``
+    of the samples."""
     out: dict[str, dict[str, float]] = {}
-    steady = [i for i, at in enumerate(sampler.t) if at >= warmup_s]
+    first = int(len(sampler.t) * (1 - fraction))
+    steady = list(range(first, len(sampler.t)))
     ts = [sampler.t[i] for i in steady]
     for name in sampler.pids:
         rss, fds = sampler.rss_mib[name], sampler.fds[name]
