@@ -1,13 +1,15 @@
 """Soak role ``history``: good requesters paging recent history over RLPx while the load runs.
 
 Each of :attr:`~bench.soak_settings.SoakSettings.history_clients` clients keeps one RLPx session (waku/1,
-the edge peer trusted as its mailserver) and walks, again and again, the last
-:attr:`~bench.soak_settings.SoakSettings.history_window_s` seconds of two soak topics: a 0x7e with those
-topics and ``limit`` (MAILSERVER "Request"), every 0x7f batch, the 0x7d, then the next page with the 0x7d's
-cursor until none comes back, one page per
-:attr:`~bench.soak_settings.SoakSettings.history_page_interval_s`. Clients use the request dialects that
-carry topics and cursors (status-go plain, status-go in an envelope sealed with the mailserver password,
-Waku v1 spec 6 with topics), one each, in turn.
+the edge peer trusted as its mailserver) and walks, again and again, a
+:attr:`~bench.soak_settings.SoakSettings.history_window_s`-second window of two soak topics, placed at
+random between the start of the load and a moment ago (an offline peer catching up on part of the day, not
+a live tail: a window of the last seconds would be empty whenever the archive lags the relay, and the
+history load would vanish exactly when the archive is busiest): a 0x7e with those topics and ``limit``
+(MAILSERVER "Request"), every 0x7f batch, the 0x7d, then the next page with the 0x7d's cursor until none
+comes back, one page per :attr:`~bench.soak_settings.SoakSettings.history_page_interval_s`. Clients use the
+request dialects that carry topics and cursors (status-go plain, status-go in an envelope sealed with the
+mailserver password, Waku v1 spec 6 with topics), one each, in turn.
 
 Every envelope delivered is checked, as a client would want it: it belongs to this run (the data tag), its
 topic is one asked for, its sent time is inside the window, and it comes strictly after the previous one of
@@ -42,7 +44,7 @@ __all__ = ["DIALECTS", "PASSWORD", "HistoryTally", "check_envelope", "run_histor
 DIALECTS = (Dialect.STATUS_PLAIN, Dialect.STATUS_ENVELOPE, Dialect.SPEC_6_TOPICS)
 #: Status's mailserver password (the soak's edge peer gets it as EDGE_MAILSERVER_PASSWORDS).
 PASSWORD = "status-offline-inbox"
-#: The window ends this many seconds before now: whole past seconds only.
+#: Windows end at least this many seconds before now: whole past seconds only.
 WINDOW_LAG_S = 2
 
 
@@ -95,6 +97,7 @@ class _Requester:
         self.topics = soak_topics(settings.topics)
         self.tag = tag_of(settings.run_id)
         self.pubkey = b""
+        self.oldest = 0
         self.key = key_from_password(PASSWORD)  # PBKDF2 once, not per page
 
     async def connect(self) -> None:
@@ -102,6 +105,7 @@ class _Requester:
         self.pubkey = (await self.client.connect(self.enode, timeout=60)).pubkey
 
     async def run(self, began: float, end: float) -> None:
+        self.oldest = int(time.time())
         while time.monotonic() < end:
             try:
                 await self._walk(began, end)
@@ -124,9 +128,10 @@ class _Requester:
 
     async def _walk(self, began: float, end: float) -> None:
         s = self.settings
-        upper = int(time.time()) - WINDOW_LAG_S
+        newest = int(time.time()) - WINDOW_LAG_S - s.history_window_s + 1
+        lower = self.rng.randint(min(self.oldest, newest), newest)
         topics = tuple(self.rng.sample(self.topics, s.history_topics))
-        request = HistoryRequest(upper - s.history_window_s + 1, upper, None, topics, s.history_limit)
+        request = HistoryRequest(lower, lower + s.history_window_s - 1, None, topics, s.history_limit)
         previous: tuple[int, bytes] | None = None
         self.tally.walks += 1
         while True:

@@ -13,7 +13,7 @@ from html import escape
 
 __all__ = ["moving_average", "render_svg"]
 
-WIDTH, PANEL_H, LEFT, RIGHT, TOP, GAP = 980, 230, 70, 190, 40, 50
+WIDTH, PANEL_H, LEFT, RIGHT, TOP, GAP = 1060, 230, 70, 230, 40, 50
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf")
 
 Series = Mapping[str, Sequence[float | None]]

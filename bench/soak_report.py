@@ -208,7 +208,7 @@ def _svg(report: dict[str, Any]) -> str:
         "served to history clients": moving_average([float(v) for v in s["history_envelopes_per_s"]]),
     }
     title = (
-        f"Soak {report['when']}: {report['settings']['duration_s']:g} s, target {f['target_rate']:g}/s, "
-        f"achieved {f['achieved_rate']:g}/s, lost {f['lost']}, load {f['load1_mean']} (1-min mean)"
+        f"Soak {report['when']}: {report['settings']['duration_s']:g} s, {f['achieved_rate']:g} of "
+        f"{f['target_rate']:g} envelopes/s acknowledged, {f['lost']} lost; machine load {f['load1_mean']}"
     )
     return render_svg(title, s["t_s"], throughput, s["rss_mib"], s["fds"])
