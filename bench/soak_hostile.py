@@ -12,8 +12,8 @@ turn (each peer starting at a different one), a fresh identity for every session
   peer must refuse (PoW far too low, expired); a 0x7e flood of valid, invalid and undecodable requests after
   which the peer leaves without waiting; a packet just over the 1 MiB max message size (status-go answers
   Disconnect 0x10); a 4 MiB packet (devp2p refuses its frame from the header, Disconnect 0x02); a
-  slowloris *reader*: heavy requests, then it stops reading its socket (the edge peer's write must time out
-  and drop it).
+  slowloris *reader*: it takes the whole live relay and sends heavy requests, then stops reading its socket
+  (the edge peer's writes must time out and drop it).
 
 Each move ends in an outcome; the expected ones are in :data:`EXPECTED`. An outcome starting with
 ``DEFECT`` means the edge peer did not defend itself (a bad handshake left open, an oversized packet not
@@ -43,6 +43,7 @@ from wakucodec.historyrequest import Dialect, HistoryRequest
 from wakucodec.pow import calculate_pow
 from wakucodec.requests import encode_p2p_request
 from wakunode.client import WakuClient
+from wakunode.config import NodeConfig
 from wakunode.constants import MESSAGES_CODE, P2P_REQUEST_CODE
 
 __all__ = ["EXPECTED", "MOVES", "HostileTally", "run_hostile"]
@@ -55,6 +56,8 @@ HOSTILE_SERVER = replace(
     CLIENT_SERVER, session=replace(CLIENT_SERVER.session, frame_read_timeout=600.0, handshake_timeout=30.0)
 )
 JUNK_TOPIC = bytes.fromhex("0badf00d")
+#: A peer that wants every relayed envelope (full bloom, any PoW): the slowloris reader.
+RELAY_TAKER = replace(WAKU1_CLIENT, topic_interest=None, pow_requirement=0.0)
 CUT_SHORT = "cut short by the end of the load"
 
 
@@ -146,8 +149,10 @@ class _Hostile:
 
     # --- RLPx sessions -------------------------------------------------------------------------------------
 
-    async def _session(self, body: Callable[[WakuClient, bytes], Awaitable[str]]) -> str:
-        async with WakuClient(config=WAKU1_CLIENT, server_config=HOSTILE_SERVER) as client:
+    async def _session(
+        self, body: Callable[[WakuClient, bytes], Awaitable[str]], config: NodeConfig = WAKU1_CLIENT
+    ) -> str:
+        async with WakuClient(config=config, server_config=HOSTILE_SERVER) as client:
             info = await client.connect(self.enode, timeout=60, trust=False)
             self.tally.sessions += 1
             return await body(client, info.pubkey)
@@ -162,9 +167,9 @@ class _Hostile:
             return f"no pong: {type(err).__name__}"
         return "kept, answered a ping"
 
-    def _request(self, limit: int, seconds: int) -> bytes:
+    def _request(self, limit: int, seconds: int, topics: int = 4) -> bytes:
         now = int(time.time())
-        request = HistoryRequest(now - seconds, now, None, self.topics[:4], limit)
+        request = HistoryRequest(now - seconds, now, None, self.topics[:topics], limit)
         return encode_p2p_request(request, Dialect.STATUS_PLAIN).payload
 
     async def malformed_packets(self) -> str:
@@ -233,8 +238,13 @@ class _Hostile:
             stream = peer._conn.transport._writer.transport  # type: ignore[attr-defined]
             stream.pause_reading()  # from now on the edge peer's writes to us fill the socket buffers
             began = time.monotonic()
-            for _ in range(20):  # ~20 MB of answers: more than loopback's socket buffers hold
-                await client.node.send_packet(pk, P2P_REQUEST_CODE, self._request(1000, 120))
+            # It takes the whole live relay (a full bloom: ~1 MB/s of the soak's traffic) and asks for every
+            # topic over the last day (status-go's longest request, ~20 MB of answers once the archive holds
+            # a few seconds of the load): far more than loopback's socket buffers hold, so the edge peer's
+            # writes to it must block and time out, whether or not its history queries are answered.
+            heavy = self._request(1000, 86_000, topics=len(self.topics))
+            for _ in range(20):
+                await client.node.send_packet(pk, P2P_REQUEST_CODE, heavy)
             try:
                 await asyncio.wait_for(peer.wait_closed(), NON_READER_BOUND_S)
             except TimeoutError:
@@ -244,7 +254,7 @@ class _Hostile:
             self.tally.close_s["slowloris_reader"].append(time.monotonic() - began)
             return "dropped by the edge"
 
-        return await self._session(body)
+        return await self._session(body, RELAY_TAKER)
 
     async def run(self, start: int, end: float) -> None:
         k = start
