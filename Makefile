@@ -54,6 +54,7 @@ include mk/cassandra.mk
 -include mk/helm.mk
 include mk/promtool.mk
 include mk/browser.mk
+-include mk/soak.mk
 
 ## ---------------------------------------------------------------- run
 .PHONY: run

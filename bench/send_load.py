@@ -44,10 +44,11 @@ class Arrivals:
 
     async def accept(
         self, peer_id: bytes | None, envelopes: Sequence[Envelope], now: float, *, ephemeral: bool = False
-    ) -> None:
+    ) -> bool:
         t = time.perf_counter()
         for env in envelopes:
             self.at.setdefault(env.hash, t)
+        return True
 
 
 def message(n: int) -> common_pb2.WakuMessage:

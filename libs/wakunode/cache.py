@@ -39,6 +39,10 @@ class CachedEnvelope:
     holders: set[int] = field(default_factory=set)
     """Session ids of the peers known to have it (it came from them or was sent to them): status-go's
     per-peer known-sets, kept on the envelope so they vanish with it when it is pruned."""
+    delivered: bool | None = None
+    """Whether the node's :class:`~wakunode.ports.EnvelopeSink` took it: None while it is being handed over,
+    True once taken, False when refused — then the next copy from any peer is handed over again. Only
+    envelopes with True are confirmed without an error (§3.6)."""
 
 
 class EnvelopeCache:

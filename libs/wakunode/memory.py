@@ -143,12 +143,13 @@ class MemorySink:
         received_at: float,
         *,
         ephemeral: bool = False,
-    ) -> None:
-        """Record the call."""
+    ) -> bool:
+        """Record the call; always takes the envelopes."""
         self.calls.append(SinkCall(peer_id, tuple(envelopes), received_at, ephemeral))
         self.envelopes.extend(envelopes)
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
+        return True
 
     async def wait_for(self, count: int, timeout: float = 5.0) -> list[Envelope]:
         """Wait until at least ``count`` envelopes arrived (TimeoutError after ``timeout`` s)."""

@@ -77,7 +77,10 @@ class EnvelopeSink(Protocol):
     downstream is slow. The node bounds every call by ``NodeConfig.sink_timeout``; a call that takes longer is
     abandoned, counted in ``WakuMetrics.sink_failures["timeout"]`` and the batch is not retried (the
     envelopes stay in the relay cache and are still forwarded). An exception is counted as
-    ``sink_failures["error"]``. Relay and confirmation do not depend on the sink.
+    ``sink_failures["error"]``. Relay does not depend on the sink; confirmations do (§3.6): they are sent
+    once the sink has answered and list every envelope it did not take (refused, timed out, raised) as an
+    error, so a Batch Ack never covers an envelope the node dropped; the next copy of such an envelope, from
+    any peer, is handed to the sink again.
     """
 
     async def accept(
@@ -87,12 +90,13 @@ class EnvelopeSink(Protocol):
         received_at: float,
         *,
         ephemeral: bool = False,
-    ) -> None:
-        """Take new envelopes, in arrival order.
+    ) -> bool:
+        """Take new envelopes, in arrival order; True when taken, False when the sink had to drop them.
 
         ``peer_id`` is the 32-byte node ID (keccak256 of the public key) of the peer they came from, or None
         for a local :meth:`~wakunode.node.WakuNode.publish`. ``received_at`` is the node's UNIX time of
         acceptance. ``ephemeral`` is True for local envelopes published as relay-only (never archive them).
+        A sink that drops envelopes (no room downstream) counts and logs that itself, then returns False.
         """
         ...
 

@@ -3,8 +3,11 @@
 
 - :meth:`Relay.on_messages` handles a Messages (0x01) packet: decode (an undecodable packet is counted as
   ``invalid_data`` and the peer kept, as status-go's waku does), validate each envelope against *our*
-  settings, cache the new ones, mark every cached one as known to the sender, answer with Message Response
-  + Batch Ack when confirmations are on (§3.6), then hand the new ones to the :class:`EnvelopeSink`.
+  settings, cache the new ones, mark every cached one as known to the sender, hand the new ones to the
+  :class:`EnvelopeSink`, then answer with Message Response + Batch Ack when confirmations are on (§3.6) —
+  after the sink, as status-go archives (``Waku.add`` → ``mailServer.Archive``) before it confirms
+  (``handleMessagesCode``), and listing what the sink did not take as errors: a Batch Ack never covers an
+  envelope this node dropped.
 - :meth:`Relay.admit` with no holder does the same for locally published envelopes (EdgePeerService.Publish);
   :meth:`Relay.push` then writes those to every ready peer that admits them at once, instead of at the next
   round: a message this node originates has no reason to wait up to 300 ms. The round sees the pushed
@@ -39,7 +42,7 @@ from wakunode.confirmations import (
     encode_message_response,
     envelope_error,
 )
-from wakunode.constants import BATCH_ACK_CODE, MESSAGE_RESPONSE_CODE, MESSAGES_CODE
+from wakunode.constants import BATCH_ACK_CODE, ENVELOPE_OTHER_ERROR, MESSAGE_RESPONSE_CODE, MESSAGES_CODE
 from wakunode.metrics import WakuMetrics
 from wakunode.peerstate import WakuPeer
 from wakunode.ports import Clock, EnvelopeSink
@@ -47,6 +50,9 @@ from wakunode.ports import Clock, EnvelopeSink
 __all__ = ["Admission", "Relay"]
 
 log = logging.getLogger(__name__)
+
+#: The Message Response text for envelopes the sink did not take (code 22, ``EnvelopeOtherError``).
+NOT_STORED = "not stored: the node could not take it now, send it again"
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,14 +136,25 @@ class Relay:
             return
         now = self.clock.time()
         admissions = self.admit(envelopes, now, session)
+        # New envelopes, and cached ones the sink refused before (the peer sends them again).
+        fresh = [
+            a.envelope for a in admissions if a.new or (a.entry is not None and a.entry.delivered is False)
+        ]
+        await self.deliver(session.peer.remote_id_hash, fresh, now)
         if self.config.confirmations:
             errors = [
                 envelope_error(a.envelope.hash, a.verdict)
                 for a in admissions
                 if a.verdict is not None and a.verdict.fault is not None and not a.verdict.fault.silent
             ]
+            # Not taken by the sink — refused now, or another peer's copy is still being handed over and may
+            # yet be refused: the peer is told to send it again rather than given an ack for it.
+            errors += [
+                EnvelopeError(a.envelope.hash, ENVELOPE_OTHER_ERROR, NOT_STORED)
+                for a in admissions
+                if a.entry is not None and a.entry.delivered is not True
+            ]
             await self._confirm(session, payload, errors)
-        await self.deliver(session.peer.remote_id_hash, [a.envelope for a in admissions if a.new], now)
 
     async def _confirm(self, session: WakuPeer, payload: bytes, errors: list[EnvelopeError]) -> None:
         digest = batch_hash(payload)
@@ -149,19 +166,28 @@ class Relay:
 
     async def deliver(
         self, peer_id: bytes | None, envelopes: list[Envelope], now: float, *, ephemeral: bool = False
-    ) -> None:
-        """Hand new envelopes to the sink within ``sink_timeout`` (EnvelopeSink back-pressure contract)."""
-        if self.sink is None or not envelopes:
-            return
-        try:
-            async with asyncio.timeout(self.config.sink_timeout):
-                await self.sink.accept(peer_id, envelopes, now, ephemeral=ephemeral)
-        except TimeoutError:
-            self.metrics.sink_failures["timeout"] += 1
-            log.warning("envelope sink timed out; %d envelopes not delivered", len(envelopes))
-        except Exception:
-            self.metrics.sink_failures["error"] += 1
-            log.exception("envelope sink failed; %d envelopes not delivered", len(envelopes))
+    ) -> bool:
+        """Hand envelopes to the sink within ``sink_timeout`` (EnvelopeSink back-pressure contract) and record
+        the outcome on their cache entries; True when the sink took them (or there is no sink), False when
+        it refused them, timed out or raised."""
+        if not envelopes:
+            return True
+        taken = self.sink is None
+        if self.sink is not None:
+            try:
+                async with asyncio.timeout(self.config.sink_timeout):
+                    taken = await self.sink.accept(peer_id, envelopes, now, ephemeral=ephemeral)
+            except TimeoutError:
+                self.metrics.sink_failures["timeout"] += 1
+                log.warning("envelope sink timed out; %d envelopes not delivered", len(envelopes))
+            except Exception:
+                self.metrics.sink_failures["error"] += 1
+                log.exception("envelope sink failed; %d envelopes not delivered", len(envelopes))
+        for env in envelopes:
+            entry = self.cache.get(env.hash)
+            if entry is not None and entry.delivered is not True:  # another copy may have been taken
+                entry.delivered = taken
+        return taken
 
     # --- forwarding ----------------------------------------------------------------------------------------
 

@@ -33,10 +33,14 @@ class EdgeSink:
         received_at: float,
         *,
         ephemeral: bool = False,
-    ) -> None:
-        """Sequence for subscribers; forward to ingest unless ephemeral (see the module docstring)."""
+    ) -> bool:
+        """Sequence for subscribers; forward to ingest unless ephemeral (see the module docstring).
+
+        False when the forwarder had to drop the batch (no buffer room in time, or shutting down): the node
+        then lists these envelopes as errors in its confirmation instead of acknowledging them.
+        """
         self.feed.publish(peer_id, envelopes, received_at, ephemeral=ephemeral)
         if ephemeral:
             self.ephemeral_envelopes += len(envelopes)
-            return
-        await self.forwarder.submit(peer_id, [env.raw for env in envelopes], received_at)
+            return True
+        return await self.forwarder.submit(peer_id, [env.raw for env in envelopes], received_at)

@@ -49,3 +49,18 @@ async def test_ephemeral_goes_to_subscribers_only_and_back_pressure_reaches_the_
     assert forwarder.stats.envelopes_submitted == 3  # ephemeral ones never reached the forwarder
     await forwarder.close(0.01)
     assert [b.envelopes for b in port.received] == [[envs[2].raw], [envs[3].raw]]
+
+
+async def test_accept_says_whether_the_batch_was_taken() -> None:
+    """The node confirms only what the sink took (wakunode EnvelopeSink): a batch the forwarder had to drop
+    must come back False, so the peer's Message Response lists it instead of a Batch Ack covering it."""
+    feed = LiveFeed(replay_envelopes=10, replay_bytes=1 << 20, epoch="e")
+    forwarder = IngestForwarder(NeverAcks(), max_envelopes=1, max_bytes=1 << 20, max_wait_s=0.05)
+    forwarder.start()
+    sink = EdgeSink(feed, forwarder)
+    envs = [make_envelope(expiry=100, ttl=10, topic=b"abcd", data=bytes([i]), nonce=i) for i in range(3)]
+    assert await sink.accept(PEER, envs[:1], 5.0) is True
+    assert await sink.accept(None, envs[1:2], 6.0, ephemeral=True) is True  # never needs buffer room
+    assert await sink.accept(PEER, envs[2:], 7.0) is False  # full and never acked: dropped after 50 ms
+    assert forwarder.stats.dropped["buffer_full"] == 1
+    await forwarder.close(0.01)

@@ -21,6 +21,7 @@ from wakunode.memory import MemorySink
 from wakunode.node import WakuNode
 from wakunode.protocol import encode_status
 from wakunode.publish import PublishStatus
+from wakunode.relay import NOT_STORED
 from wakunode.status_options import StatusOptions, encode_options
 
 
@@ -215,9 +216,10 @@ class SlowSink:
         received_at: float,
         *,
         ephemeral: bool = False,
-    ) -> None:
+    ) -> bool:
         self.started += 1
         await asyncio.Event().wait()
+        return True  # pragma: no cover - never reached
 
 
 async def test_sink_timeout_is_bounded_and_counted() -> None:
@@ -227,6 +229,76 @@ async def test_sink_timeout_is_bounded_and_counted() -> None:
     await protocol(node).handle(peer, c.MESSAGES_CODE, encode_envelopes([envelope(1)]))
     assert sink.started == 1 and node.metrics.sink_failures["timeout"] == 1
     assert len(node.relay.cache) == 1  # still cached and relayed
+
+
+class VerdictSink:
+    """Takes or refuses each call as scripted; records what it got and what the peer had been sent by then."""
+
+    def __init__(self, peer_codes: list[list[int]], *verdicts: bool) -> None:
+        self.verdicts = list(verdicts)
+        self.calls: list[list[bytes]] = []
+        self.peer_codes = peer_codes
+        self.codes_at_call: list[list[int]] = []
+
+    async def accept(
+        self,
+        peer_id: bytes | None,
+        envelopes: Sequence[Envelope],
+        received_at: float,
+        *,
+        ephemeral: bool = False,
+    ) -> bool:
+        self.calls.append([e.hash for e in envelopes])
+        self.codes_at_call.append(list(self.peer_codes[-1]) if self.peer_codes else [])
+        return self.verdicts.pop(0)
+
+
+def not_stored(peer: FakePeer, index: int = -1) -> list[bytes]:
+    response = decode_message_response(peer.of(c.MESSAGE_RESPONSE_CODE)[index])
+    assert response is not None
+    assert all(e.code == c.ENVELOPE_OTHER_ERROR and e.description == NOT_STORED for e in response.errors)
+    return [e.envelope_hash for e in response.errors]
+
+
+async def test_a_confirmation_never_covers_what_the_sink_refused() -> None:
+    """Found by the soak (docs/soak.md): the Batch Ack went out before the sink was asked, so envelopes the
+    edge peer then dropped (its ingest buffer full) had been acknowledged. Now the sink answers first, what
+    it refused is listed as an error, and the peer's next copy is handed over again."""
+    codes: list[list[int]] = []
+    sink = VerdictSink(codes, False, True)
+    node = WakuNode(NodeConfig(confirmations=True), sink, clock=ManualClock())
+    peer = await connect(node)
+    codes.append(peer.codes())
+    batch = [envelope(1), envelope(2)]
+    payload = encode_envelopes(batch)
+    await protocol(node).handle(peer, c.MESSAGES_CODE, payload)
+    assert c.MESSAGE_RESPONSE_CODE not in sink.codes_at_call[0]  # the sink was asked before confirming
+    assert peer.codes()[-2:] == [c.MESSAGE_RESPONSE_CODE, c.BATCH_ACK_CODE]
+    assert not_stored(peer) == [e.hash for e in batch]
+    await protocol(node).handle(peer, c.MESSAGES_CODE, payload)  # the peer sends them again: taken now
+    assert sink.calls == [[e.hash for e in batch]] * 2 and not_stored(peer) == []
+    await protocol(node).handle(peer, c.MESSAGES_CODE, payload)  # a third copy: already taken, not asked
+    assert len(sink.calls) == 2 and not_stored(peer) == []
+    assert len(peer.of(c.BATCH_ACK_CODE)) == 3
+
+
+async def test_a_sink_timeout_is_not_confirmed_either() -> None:
+    node = WakuNode(NodeConfig(confirmations=True, sink_timeout=0.05), SlowSink(), clock=ManualClock())
+    peer = await connect(node)
+    await protocol(node).handle(peer, c.MESSAGES_CODE, encode_envelopes([envelope(1)]))
+    assert node.metrics.sink_failures["timeout"] == 1
+    assert not_stored(peer) == [envelope(1).hash]
+
+
+async def test_without_confirmations_a_refused_envelope_is_handed_over_again_on_its_next_copy() -> None:
+    sink = VerdictSink([], False, True)
+    node = WakuNode(NodeConfig(), sink, clock=ManualClock())
+    first, second = await connect(node), await connect(node)
+    await protocol(node).handle(first, c.MESSAGES_CODE, encode_envelopes([envelope(1)]))
+    await protocol(node).handle(second, c.MESSAGES_CODE, encode_envelopes([envelope(1)]))
+    await protocol(node).handle(first, c.MESSAGES_CODE, encode_envelopes([envelope(1)]))
+    assert sink.calls == [[envelope(1).hash]] * 2
+    assert first.of(c.BATCH_ACK_CODE) == [] and first.of(c.MESSAGE_RESPONSE_CODE) == []
 
 
 async def test_shh_settings_packets_and_bloom_status() -> None:
