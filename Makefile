@@ -52,6 +52,7 @@ bootstrap: $(STAMP_VENV) $(STAMP_PROTO) ## Everything `run` and `test` need on a
 include mk/cassandra.mk
 -include mk/spark.mk
 -include mk/interop.mk
+-include mk/fuzz.mk
 
 ## ---------------------------------------------------------------- run
 .PHONY: run
@@ -76,7 +77,7 @@ test-unit: bootstrap ## Unit tests only (no network beyond loopback port 0)
 lint: bootstrap ## ruff, mypy --strict on our code, import-direction check
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy libs services tools tests bench
+	$(VENV)/bin/mypy libs services tools tests bench fuzz
 	$(VENV)/bin/lint-imports
 
 .PHONY: fmt
