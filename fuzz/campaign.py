@@ -1,7 +1,7 @@
 """``make fuzz``: run every harness for a number of executions and record what libFuzzer reports.
 
 Each harness runs as ``python -m fuzz.harnesses.<name>`` under libFuzzer (atheris), at most ``--jobs`` at a
-time (two on the 2-core development box), niced, with a fixed ``-seed`` so a run can be repeated, a
+time (two on the 2-core development box), with a fixed ``-seed`` so a run can be repeated, a
 per-input ``-timeout`` (a hang is a finding) and an ``-rss_limit_mb`` (so is unbounded memory). New inputs
 go to ``var/fuzz/<name>/corpus`` beside the committed seeds (``fuzz/corpus/<name>``), crash artifacts and
 the full log to ``var/fuzz/<name>/``. Results — executions, final coverage (``cov``: instrumented edges,
@@ -68,6 +68,7 @@ class HarnessResult:
     new_units: int = 0
     peak_rss_mb: int = 0
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
     exit_code: int = 0
     findings: list[Finding] = field(default_factory=list)
 
@@ -165,30 +166,39 @@ def run_harness(
         corpus=corpus,
     )
     started = time.monotonic()
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, errors="replace", check=False)
-    output = done.stdout + done.stderr
+    with subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
+        assert proc.stdout is not None
+        output = proc.stdout.read().decode("utf-8", errors="replace")
+        # wait4 rather than wait: the child's own CPU time, which a parallel run cannot blur.
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
     (work / "fuzz.log").write_text(output)
     result = parse_output(name, output)
     result.seconds = round(time.monotonic() - started, 1)
+    result.cpu_seconds = round(usage.ru_utime + usage.ru_stime, 1)
+    result.exit_code = proc.returncode
     if not result.exec_per_s and result.seconds:  # libFuzzer reports 0 for runs under a second
         result.exec_per_s = int(result.executions / result.seconds)
-    result.exit_code = done.returncode
     return result
 
 
 def _table(results: list[dict[str, object]]) -> str:
     rows = [
-        "| harness | executions | cov | ft | corpus (inputs / bytes) | exec/s | time | findings |",
-        "|---|---|---|---|---|---|---|---|",
+        "| harness | executions | cov | ft | corpus (inputs/bytes) | exec/s | exec/CPU-s | wall (CPU) "
+        "| findings |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         findings = r["findings"]
         assert isinstance(findings, list)
         found = "none" if not findings else "; ".join(f"{f['kind']}: {f['summary']}" for f in findings)
+        cpu = r["cpu_seconds"]
+        assert isinstance(cpu, float | int)
+        per_cpu = f"{int(int(str(r['executions'])) / cpu):,}" if cpu else "—"
         rows.append(
             f"| `{r['name']}` | {r['executions']:,} | {r['cov']:,} | {r['ft']:,} | "
-            f"{r['corpus_units']:,} / {r['corpus_bytes']:,} | {r['exec_per_s']:,} | "
-            f"{r['seconds']:,.0f} s | {found} |"
+            f"{r['corpus_units']:,} / {r['corpus_bytes']:,} | {r['exec_per_s']:,} | {per_cpu} | "
+            f"{r['seconds']:,.0f} s ({r['cpu_seconds']:,.0f} s) | {found} |"
         )
     return "\n".join(rows)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from fuzz.harnesses import NAMES
 from fuzz.support import session_pair
 from mailmesh.common.v1 import common_pb2
 from mailmesh.history.v1 import history_pb2
+from mailmesh.send.v1 import send_pb2
 from tests.unit.devp2p import vectors as v
 from wakucodec import rlp, secp, symmetric
 from wakucodec.bloom import FULL_BLOOM, topic_to_bloom
@@ -202,6 +204,41 @@ def _history() -> Seeds:
     return {name: query.SerializeToString() for name, query in queries.items()}
 
 
+def _send() -> Seeds:
+    message = common_pb2.WakuMessage(payload=b"hello", content_topic="/waku/1/0xf26e7779/rfc26")
+    full = common_pb2.WakuMessage(
+        payload=bytes(100),
+        content_topic="/0/status/1/chat/proto",
+        version=1,
+        timestamp=NOW * 10**9,
+        meta=b"m",
+    )
+    requests = {
+        "minimal": send_pb2.SendRequest(message=message),
+        "full": send_pb2.SendRequest(
+            request_id="0b7b3c1e-8f1a-4c2d-9e3f-123456789abc",
+            pubsub_topic="/waku/2/rs/1/1",
+            message=full,
+            priority=common_pb2.SEND_PRIORITY_HIGH,
+            confirm_mode=send_pb2.CONFIRM_MODE_STORE,
+            monitor_content_topic=True,
+        ),
+        "other-topic": send_pb2.SendRequest(pubsub_topic="/waku/2/rs/16/32", message=message),
+    }
+    requests["full"].ttl.seconds = 60
+    return {name: request.SerializeToString() for name, request in requests.items()}
+
+
+def _enodes() -> Seeds:
+    node_id = secp.public_key(v.STATIC_KEY_A).hex()
+    return {
+        "ipv4": f"enode://{node_id}@127.0.0.1:30303".encode(),
+        "ipv6-discport": f"enode://{node_id}@[::1]:30303?discport=30301".encode(),
+        "dns": f"enode://{node_id}@peer.example:443".encode(),
+        "no-id": b"enode://127.0.0.1:30303",
+    }
+
+
 def _seeds() -> dict[str, Seeds]:
     envelopes = _envelopes()
     requests = _requests()
@@ -259,6 +296,8 @@ def _seeds() -> dict[str, Seeds]:
             "public-chat": b"status",
             "upper-hex": b"/waku/1/F26E7779/rfc26",
         },
+        "send_request": _send(),
+        "enode": _enodes(),
     }
     assert set(seeds) == set(NAMES), set(NAMES) ^ set(seeds)
     return seeds
@@ -268,9 +307,12 @@ def _seeds() -> dict[str, Seeds]:
 SEEDS: Callable[[], dict[str, Seeds]] = _seeds
 
 
-def main() -> None:
-    """Rewrite every ``fuzz/corpus/<harness>/`` with the seeds (file names say what each one is)."""
+def main(argv: list[str] | None = None) -> None:
+    """Rewrite ``fuzz/corpus/<harness>/`` for every harness (or those named); file names say what each is."""
+    only = set(sys.argv[1:] if argv is None else argv)
     for harness, seeds in SEEDS().items():
+        if only and harness not in only:
+            continue
         target = CORPUS / harness
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)

@@ -11,7 +11,7 @@ FUZZ_ARGS ?=
 .PHONY: fuzz fuzz-seeds
 
 fuzz: bootstrap ## Fuzz every decoder 10^6 times (FUZZ_ARGS='--only NAME --runs N'); results in bench/results/fuzz.json and docs/fuzzing.md
-	nice -n 10 $(PY) -m fuzz.campaign $(FUZZ_ARGS)
+	$(PY) -m fuzz.campaign $(FUZZ_ARGS)
 
 fuzz-seeds: bootstrap ## Rewrite the seed corpora fuzz/corpus/<harness>/ (deterministic)
 	$(PY) -m fuzz.seeds

@@ -27,7 +27,18 @@ NAMES = (
     "hello",
     "history_query",
     "content_topic",
+    "send_request",
+    "enode",
 )
 
 #: Top-level packages whose Python code atheris instruments (coverage feedback and comparison hints).
-INSTRUMENTED = ("wakucodec", "devp2p", "wakunode", "services", "archivestore", "meshcore")
+INSTRUMENTED = (
+    "wakucodec",
+    "devp2p",
+    "wakunode",
+    "services",
+    "archivestore",
+    "meshcore",
+    "msgapi",
+    "msgstore",
+)
