@@ -20,9 +20,10 @@ shape only; the chosen dialect is then decoded strictly (no second guess):
    request", status-go's texts).
 
 RLP wins a tie: ``[0, 0, bloom(64), 0, ""]`` is 72 bytes, and a real binary payload can only parse as an
-RLP list if its first byte is ``>= 0xc0`` (``Lower >= 0xc0000000``, the year 2072). geth and status-go
-accept binary payloads with trailing bytes (73-75, 77-111, > 112 bytes) and read what they can; we accept
-only the four lengths real clients produce.
+RLP list if its first byte is ``>= 0xc0`` (``Lower >= 0xc0000000``, the year 2072); our encoder never
+produces a tie (it takes the next longer binary form). geth and status-go accept binary payloads with
+trailing bytes (73-75, 77-111, > 112 bytes) and read what they can; we accept only the four lengths real
+clients produce.
 
 ``Batch`` has no field outside the status-go envelope forms; decoders set what the dialect implies: True
 for STATUS_PLAIN (status-go's ``Deliver`` sets ``Batch: true``) and the spec forms (the specs answer with
