@@ -19,6 +19,7 @@ import platform
 import re
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from fuzz.harnesses import NAMES
 
-__all__ = ["Finding", "HarnessResult", "command", "main", "parse_output", "run_harness"]
+__all__ = ["Finding", "HarnessResult", "command", "main", "parse_output", "result_from_log", "run_harness"]
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "fuzz" / "corpus"
@@ -68,8 +69,9 @@ class HarnessResult:
     new_units: int = 0
     peak_rss_mb: int = 0
     seconds: float = 0.0
-    cpu_seconds: float = 0.0
+    cpu_seconds: float | None = 0.0
     exit_code: int = 0
+    time_limited: bool = False
     findings: list[Finding] = field(default_factory=list)
 
 
@@ -83,6 +85,7 @@ def command(
     rss_limit_mb: int = 1024,
     module: str | None = None,
     corpus: Path | None = None,
+    max_total_time_s: int = 0,
 ) -> list[str]:
     """The libFuzzer command line of one harness: new inputs into ``work/corpus``, seeds from ``corpus``."""
     seeds = CORPUS / name if corpus is None else corpus
@@ -97,6 +100,8 @@ def command(
         "-print_final_stats=1",
         f"-artifact_prefix={work}/",
     ]
+    if max_total_time_s:
+        args.append(f"-max_total_time={max_total_time_s}")
     dictionary = DICTS / f"{name}.dict"
     if dictionary.exists():
         args.append(f"-dict={dictionary}")
@@ -152,8 +157,12 @@ def run_harness(
     rss_limit_mb: int = 1024,
     module: str | None = None,
     corpus: Path | None = None,
+    max_total_time_s: int = 0,
 ) -> HarnessResult:
-    """Run one harness to ``runs`` executions (or its first finding); its log goes to ``work/fuzz.log``."""
+    """Run one harness to ``runs`` executions, its first finding or ``max_total_time_s`` (0: no limit).
+
+    Its log goes to ``work/fuzz.log``.
+    """
     (work / "corpus").mkdir(parents=True, exist_ok=True)
     argv = command(
         name,
@@ -164,6 +173,7 @@ def run_harness(
         rss_limit_mb=rss_limit_mb,
         module=module,
         corpus=corpus,
+        max_total_time_s=max_total_time_s,
     )
     started = time.monotonic()
     with subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
@@ -177,8 +187,24 @@ def run_harness(
     result.seconds = round(time.monotonic() - started, 1)
     result.cpu_seconds = round(usage.ru_utime + usage.ru_stime, 1)
     result.exit_code = proc.returncode
+    result.time_limited = bool(max_total_time_s) and result.executions < runs and not result.findings
     if not result.exec_per_s and result.seconds:  # libFuzzer reports 0 for runs under a second
         result.exec_per_s = int(result.executions / result.seconds)
+    return result
+
+
+_DONE = re.compile(r"^Done (\d+) runs in (\d+) second")
+
+
+def result_from_log(name: str, work: Path) -> HarnessResult:
+    """The result of a finished run, read back from its ``work/fuzz.log`` (its CPU time is not in the log)."""
+    output = (work / "fuzz.log").read_text()
+    result = parse_output(name, output)
+    result.cpu_seconds = None
+    for line in output.splitlines():
+        done = _DONE.match(line)
+        if done:
+            result.seconds = float(done.group(2))
     return result
 
 
@@ -193,12 +219,14 @@ def _table(results: list[dict[str, object]]) -> str:
         assert isinstance(findings, list)
         found = "none" if not findings else "; ".join(f"{f['kind']}: {f['summary']}" for f in findings)
         cpu = r["cpu_seconds"]
-        assert isinstance(cpu, float | int)
+        assert cpu is None or isinstance(cpu, float | int)
         per_cpu = f"{int(int(str(r['executions'])) / cpu):,}" if cpu else "—"
+        cpu_text = f"{cpu:,.0f} s" if cpu is not None else "—"
+        runs = f"{r['executions']:,}" + (" (time limit)" if r.get("time_limited") else "")
         rows.append(
-            f"| `{r['name']}` | {r['executions']:,} | {r['cov']:,} | {r['ft']:,} | "
+            f"| `{r['name']}` | {runs} | {r['cov']:,} | {r['ft']:,} | "
             f"{r['corpus_units']:,} / {r['corpus_bytes']:,} | {r['exec_per_s']:,} | {per_cpu} | "
-            f"{r['seconds']:,.0f} s ({r['cpu_seconds']:,.0f} s) | {found} |"
+            f"{r['seconds']:,.0f} s ({cpu_text}) | {found} |"
         )
     return "\n".join(rows)
 
@@ -242,20 +270,34 @@ def main(argv: list[str] | None = None) -> int:
         "--timeout", type=int, default=10, help="seconds one input may take (a hang otherwise)"
     )
     parser.add_argument("--rss-limit-mb", type=int, default=1024)
+    parser.add_argument(
+        "--max-total-time", type=int, default=0, help="seconds per harness at most (0: until --runs)"
+    )
+    parser.add_argument(
+        "--from-logs", action="store_true", help="record the finished runs in --work instead of running"
+    )
     parser.add_argument("--work", type=Path, default=ROOT / "var" / "fuzz")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "fuzz.json")
     parser.add_argument("--docs", type=Path, default=ROOT / "docs" / "fuzzing.md")
     args = parser.parse_args(argv)
 
+    lock = threading.Lock()
+
     def one(name: str) -> HarnessResult:
-        result = run_harness(
-            name,
-            args.work / name,
-            runs=args.runs,
-            seed=args.seed,
-            timeout_s=args.timeout,
-            rss_limit_mb=args.rss_limit_mb,
-        )
+        if args.from_logs:
+            result = result_from_log(name, args.work / name)
+        else:
+            result = run_harness(
+                name,
+                args.work / name,
+                runs=args.runs,
+                seed=args.seed,
+                timeout_s=args.timeout,
+                rss_limit_mb=args.rss_limit_mb,
+                max_total_time_s=args.max_total_time,
+            )
+        with lock:  # recorded as each harness ends, so an interrupted campaign keeps what it finished
+            record([result], args.out, args.docs, runs=args.runs, jobs=args.jobs)
         print(
             f"{name}: {result.executions:,} runs, cov {result.cov}, ft {result.ft}, "
             f"{result.exec_per_s:,}/s, {len(result.findings)} findings, exit {result.exit_code}",
@@ -265,7 +307,6 @@ def main(argv: list[str] | None = None) -> int:
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         results = list(pool.map(one, args.only))
-    record(results, args.out, args.docs, runs=args.runs, jobs=args.jobs)
     return 1 if any(r.findings or r.exit_code for r in results) else 0
 
 

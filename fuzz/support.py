@@ -1,4 +1,5 @@
-"""What the harnesses share: the libFuzzer entry point, a byte transport that never blocks, coroutine drivers.
+"""What the harnesses share: the libFuzzer entry point, a byte transport that never blocks, a coroutine
+driver, the secrets of one RLPx session.
 
 Import this module *inside* a harness's ``atheris.instrument_imports`` block (it imports ``devp2p``, which
 must be instrumented when it is first imported).
@@ -6,7 +7,6 @@ must be instrumented when it is first imported).
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar, cast
@@ -19,11 +19,9 @@ from devp2p.handshake import Secrets, derive_secrets
 from wakucodec import secp
 from wakucodec.keccak import KeccakState
 
-__all__ = ["BytesTransport", "fuzz_main", "run_async", "run_sync", "session_pair", "static_key"]
+__all__ = ["BytesTransport", "fuzz_main", "run_sync", "session_pair", "static_key"]
 
 T = TypeVar("T")
-
-_loop: asyncio.AbstractEventLoop | None = None
 
 
 def fuzz_main(test_one_input: Callable[[bytes], None]) -> None:
@@ -48,14 +46,6 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return result
     coro.close()
     raise RuntimeError("the coroutine suspended: a harness transport must never block")
-
-
-def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine that needs a running loop (``asyncio.timeout``) on one loop kept for the process."""
-    global _loop
-    if _loop is None:
-        _loop = asyncio.new_event_loop()
-    return _loop.run_until_complete(coro)
 
 
 class BytesTransport(TransportAPI):
