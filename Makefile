@@ -55,6 +55,7 @@ include mk/cassandra.mk
 include mk/promtool.mk
 include mk/browser.mk
 -include mk/soak.mk
+-include mk/fuzz.mk
 
 ## ---------------------------------------------------------------- run
 .PHONY: run
@@ -79,7 +80,7 @@ test-unit: bootstrap ## Unit tests only (no network beyond loopback port 0)
 lint: bootstrap ## ruff, mypy --strict on our code, import-direction check
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy libs services tools tests bench
+	$(VENV)/bin/mypy libs services tools tests bench fuzz
 	$(VENV)/bin/lint-imports
 
 .PHONY: fmt

@@ -37,6 +37,8 @@ def split_msg_id(frame_data: bytes) -> tuple[int, bytes]:
         raise MalformedMessage("empty frame")
     prefix = frame_data[0]
     if prefix < 0x80:
+        if prefix == 0:  # 0 is 0x80; a 0x00 byte is the string "\x00" (geth SplitUint64: ErrCanonInt)
+            raise MalformedMessage("message id 0 must be encoded as 0x80, not 0x00")
         return prefix, frame_data[1:]
     length = prefix - 0x80
     if length > 8:

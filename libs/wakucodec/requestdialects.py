@@ -20,9 +20,10 @@ shape only; the chosen dialect is then decoded strictly (no second guess):
    request", status-go's texts).
 
 RLP wins a tie: ``[0, 0, bloom(64), 0, ""]`` is 72 bytes, and a real binary payload can only parse as an
-RLP list if its first byte is ``>= 0xc0`` (``Lower >= 0xc0000000``, the year 2072). geth and status-go
-accept binary payloads with trailing bytes (73-75, 77-111, > 112 bytes) and read what they can; we accept
-only the four lengths real clients produce.
+RLP list if its first byte is ``>= 0xc0`` (``Lower >= 0xc0000000``, the year 2072); our encoder never
+produces a tie (it takes the next longer binary form). geth and status-go accept binary payloads with
+trailing bytes (73-75, 77-111, > 112 bytes) and read what they can; we accept only the four lengths real
+clients produce.
 
 ``Batch`` has no field outside the status-go envelope forms; decoders set what the dialect implies: True
 for STATUS_PLAIN (status-go's ``Deliver`` sets ``Batch: true``) and the spec forms (the specs answer with
@@ -101,19 +102,31 @@ def encode_payload(req: HistoryRequest, dialect: Dialect) -> bytes:
 
 
 def _encode_binary(req: HistoryRequest) -> bytes:
-    """geth / early status-go binary form; the shortest length that carries every set field."""
+    """geth / early status-go binary form: the shortest length that carries every set field and is not
+    also one canonical RLP list.
+
+    A decoder reads an RLP list first (module docstring), so a binary form that happens to be one — possible
+    only with ``Lower >= 0xc0000000`` — would come back as another dialect; the next longer form (a 0 limit
+    is the default) carries the request instead. Found by fuzzing (docs/fuzzing.md).
+    """
     if req.bloom is None:
         raise InvalidRequest("GETH_BINARY requests need a bloom (use FULL_BLOOM for every topic)")
     if req.cursor and len(req.cursor) != CURSOR_LENGTH:
         raise InvalidRequest(f"GETH_BINARY cursor must be {CURSOR_LENGTH} bytes, got {len(req.cursor)}")
     head = req.lower.to_bytes(4, "big") + req.upper.to_bytes(4, "big")
+    with_limit = head + req.bloom + req.limit.to_bytes(4, "big")
     if req.cursor:
-        return head + req.bloom + req.limit.to_bytes(4, "big") + req.cursor
-    if req.limit:
-        return head + req.bloom + req.limit.to_bytes(4, "big")
-    if req.bloom == FULL_BLOOM:
-        return head  # 8 bytes means "full bloom" to geth and status-go
-    return head + req.bloom
+        forms = [with_limit + req.cursor]
+    elif req.limit:
+        forms = [with_limit]
+    elif req.bloom == FULL_BLOOM:
+        forms = [head, head + req.bloom, with_limit]  # 8 bytes means "full bloom" to geth and status-go
+    else:
+        forms = [head + req.bloom, with_limit]
+    for form in forms:
+        if _fields(form) is None:
+            return form
+    raise InvalidRequest("GETH_BINARY: this request's binary form is also an RLP list (Lower >= 0xc0000000)")
 
 
 def encode_plain(req: HistoryRequest, request_id: bytes) -> bytes:
