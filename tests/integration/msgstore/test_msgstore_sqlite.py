@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
+import sqlite3
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -16,7 +19,7 @@ from msgstore.settings import StoreSettings
 from msgstore.sharding import shard_of
 from msgstore.sqlite.store import SqliteMsgStore
 from msgstore.types import EventDraft, EventType, SendState
-from tests.integration.msgstore.contract import MsgStoreContract
+from tests.integration.msgstore.contract import Interleave, MsgStoreContract, Observer
 from tests.integration.msgstore.contract_data import (
     SETTINGS,
     SHARDS,
@@ -29,6 +32,8 @@ from tests.integration.msgstore.contract_data import (
     shard_lease,
     writer_of,
 )
+
+T = TypeVar("T")
 
 
 class TestSqliteContract(MsgStoreContract):
@@ -48,6 +53,29 @@ class TestSqliteContract(MsgStoreContract):
         yield factory
         for store in opened:
             await store.close()
+
+    @pytest.fixture
+    def interleave(self, monkeypatch: pytest.MonkeyPatch) -> Interleave:
+        """Readers see whole transactions: observe before and after each one."""
+
+        @contextlib.asynccontextmanager
+        async def around_writes(store: MsgStore, observe: Observer) -> AsyncIterator[None]:
+            assert isinstance(store, SqliteMsgStore)
+            write = store.write
+
+            async def observed(job: Callable[[sqlite3.Connection], T], doing: str) -> T:
+                await observe()
+                result = await write(job, doing)
+                await observe()
+                return result
+
+            monkeypatch.setattr(store, "write", observed)
+            try:
+                yield
+            finally:
+                monkeypatch.undo()
+
+        return around_writes
 
 
 # ---------------------------------------------------------------------- SQLite only
