@@ -35,6 +35,12 @@ __all__ = ["SqliteRecordWriter", "SqliteRecords"]
 
 _RECORD = "SELECT r.body, p.payload FROM records r JOIN payloads p ON p.message_hash = r.message_hash "
 _HEAD = "SELECT coalesce(max(last_seq), 0), coalesce(max(last_event), 0) FROM event_heads"
+#: A listing page: the keys are paged on the covering index alone (OFFSET passes index entries, not record
+#: documents and payloads), then only the page's rows are read.
+_PAGE = (
+    "SELECT r.body, p.payload FROM ({keys}) k JOIN records r ON r.message_hash = k.message_hash "
+    "JOIN payloads p ON p.message_hash = k.message_hash ORDER BY k.created_at, k.message_hash"
+)
 _IN_CHUNK = 500  # below SQLite's default limit of 999 bound parameters per statement (before 3.32)
 
 
@@ -81,7 +87,10 @@ class SqliteRecords:
         if limit == 0:
             return []
         return await self._records(
-            _RECORD + "WHERE r.content_topic = ? ORDER BY r.created_at, r.message_hash LIMIT ? OFFSET ?",
+            _PAGE.format(
+                keys="SELECT message_hash, created_at FROM records WHERE content_topic = ? "
+                "ORDER BY created_at, message_hash LIMIT ? OFFSET ?"
+            ),
             (content_topic, -1 if limit is None else limit, offset),
         )
 
@@ -93,10 +102,10 @@ class SqliteRecords:
         if limit == 0:
             return []
         return await self._records(
-            "SELECT r.body, p.payload FROM records_by_subscription s "
-            "JOIN records r ON r.message_hash = s.message_hash "
-            "JOIN payloads p ON p.message_hash = s.message_hash "
-            "WHERE s.subscription_id = ? ORDER BY s.created_at, s.message_hash LIMIT ? OFFSET ?",
+            _PAGE.format(
+                keys="SELECT message_hash, created_at FROM records_by_subscription WHERE subscription_id = ? "
+                "ORDER BY created_at, message_hash LIMIT ? OFFSET ?"
+            ),
             (subscription_id, -1 if limit is None else limit, offset),
         )
 
