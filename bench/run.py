@@ -29,7 +29,7 @@ from typing import Any
 from bench.harness import Result, configure
 
 #: Suites in run order; each module exposes ``run() -> list[Result]``.
-SUITES = ["bench.codec", "bench.devp2p", "bench.ingest", "bench.history", "bench.edge"]
+SUITES = ["bench.codec", "bench.devp2p", "bench.ingest", "bench.history", "bench.edge", "bench.messaging"]
 
 README_START = "<!-- bench:start -->"
 README_END = "<!-- bench:end -->"
