@@ -34,6 +34,12 @@ if TYPE_CHECKING:
 __all__ = ["SqliteRecordWriter", "SqliteRecords"]
 
 _RECORD = "SELECT r.body, p.payload FROM records r JOIN payloads p ON p.message_hash = r.message_hash "
+#: The statements of the record reads, by name (their query plans are checked by the SQLite tests: each must
+#: search an index; a scan of the records is a full read of the file).
+BY_HASH = _RECORD + "WHERE r.message_hash = ?"
+#: ``request_id != ''`` repeats the partial index's condition (``records_request``): without it the planner
+#: cannot prove that ``?`` is not empty and scans every record (1 M records: seconds per call).
+BY_REQUEST = _RECORD + "WHERE r.request_id = ? AND r.request_id != '' LIMIT 1"
 _HEAD = "SELECT coalesce(max(last_seq), 0), coalesce(max(last_event), 0) FROM event_heads"
 #: A listing page: the keys are paged on the covering index alone (OFFSET passes index entries, not record
 #: documents and payloads), then only the page's rows are read.
@@ -41,6 +47,15 @@ _PAGE = (
     "SELECT r.body, p.payload FROM ({keys}) k JOIN records r ON r.message_hash = k.message_hash "
     "JOIN payloads p ON p.message_hash = k.message_hash ORDER BY k.created_at, k.message_hash"
 )
+TOPIC_PAGE = _PAGE.format(
+    keys="SELECT message_hash, created_at FROM records WHERE content_topic = ? "
+    "ORDER BY created_at, message_hash LIMIT ? OFFSET ?"
+)
+SUBSCRIPTION_PAGE = _PAGE.format(
+    keys="SELECT message_hash, created_at FROM records_by_subscription WHERE subscription_id = ? "
+    "ORDER BY created_at, message_hash LIMIT ? OFFSET ?"
+)
+BY_ENVELOPES = _RECORD + f"WHERE {ENVELOPE_KEY} IN ({{marks}})"
 _IN_CHUNK = 500  # below SQLite's default limit of 999 bound parameters per statement (before 3.32)
 
 
@@ -71,14 +86,14 @@ class SqliteRecords:
 
     async def get(self, message_hash: bytes) -> Record | None:
         """The record of ``message_hash``."""
-        rows = await self._records(_RECORD + "WHERE r.message_hash = ?", (message_hash,))
+        rows = await self._records(BY_HASH, (message_hash,))
         return rows[0] if rows else None
 
     async def get_by_request(self, request_id: str) -> Record | None:
         """The record of ``request_id``."""
         if not request_id:
             return None
-        rows = await self._records(_RECORD + "WHERE r.request_id = ? LIMIT 1", (request_id,))
+        rows = await self._records(BY_REQUEST, (request_id,))
         return rows[0] if rows else None
 
     async def list_by_topic(self, content_topic: str, skip: int | None, take: int | None) -> list[Record]:
@@ -86,13 +101,7 @@ class SqliteRecords:
         offset, limit = window(skip, take)
         if limit == 0:
             return []
-        return await self._records(
-            _PAGE.format(
-                keys="SELECT message_hash, created_at FROM records WHERE content_topic = ? "
-                "ORDER BY created_at, message_hash LIMIT ? OFFSET ?"
-            ),
-            (content_topic, -1 if limit is None else limit, offset),
-        )
+        return await self._records(TOPIC_PAGE, (content_topic, -1 if limit is None else limit, offset))
 
     async def list_by_subscription(
         self, subscription_id: str, skip: int | None, take: int | None
@@ -102,11 +111,7 @@ class SqliteRecords:
         if limit == 0:
             return []
         return await self._records(
-            _PAGE.format(
-                keys="SELECT message_hash, created_at FROM records_by_subscription WHERE subscription_id = ? "
-                "ORDER BY created_at, message_hash LIMIT ? OFFSET ?"
-            ),
-            (subscription_id, -1 if limit is None else limit, offset),
+            SUBSCRIPTION_PAGE, (subscription_id, -1 if limit is None else limit, offset)
         )
 
     async def by_envelope(self, envelope_hashes: Sequence[bytes]) -> list[Record]:
@@ -116,7 +121,7 @@ class SqliteRecords:
         for start in range(0, len(keys), _IN_CHUNK):
             chunk = keys[start : start + _IN_CHUNK]
             marks = ",".join("?" * len(chunk))
-            found += await self._records(_RECORD + f"WHERE {ENVELOPE_KEY} IN ({marks})", tuple(chunk))
+            found += await self._records(BY_ENVELOPES.format(marks=marks), tuple(chunk))
         return found
 
     async def position(self, name: str) -> bytes | None:
