@@ -129,14 +129,14 @@ def consume(address: str, count: int, out: multiprocessing.queues.Queue[Any]) ->
     """Child process: ``count`` live StreamEvents consumers, each until the END envelope's message:change.
 
     Puts ("ready", n) once every consumer has read an event, then ("done", samples): for every consumer and
-    event, (payload tag, arrival − emitted_at, arrival − received_at) in seconds.
+    event, (payload tag, sequence, arrival time, emitted_at, received_at) — UNIX seconds.
     """
     asyncio.run(_consume(address, count, out))
 
 
 async def _consume(address: str, count: int, out: multiprocessing.queues.Queue[Any]) -> None:
     first = asyncio.Semaphore(0)
-    samples: list[tuple[int, float, float]] = []
+    samples: list[tuple[int, int, float, float, float]] = []
 
     async def one() -> None:
         async with grpc.aio.insecure_channel(address) as channel:
@@ -153,7 +153,7 @@ async def _consume(address: str, count: int, out: multiprocessing.queues.Queue[A
                 emitted = reply.event.emitted_at.ToNanoseconds() / 1e9
                 injected = record.received_at.ToNanoseconds() / 1e9
                 tag = record.message.payload[0]
-                samples.append((tag, arrived - emitted, arrived - injected))
+                samples.append((tag, reply.event.sequence, arrived, emitted, injected))
                 if tag == END[0] and reply.event.name == "message:change":
                     break
             call.cancel()
