@@ -36,6 +36,7 @@ SUITES = [
     "bench.history",
     "bench.edge",
     "bench.send",
+    "bench.messaging",
     "bench.gateway",
 ]
 

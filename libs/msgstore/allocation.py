@@ -4,8 +4,9 @@
 one; a change that emits none still takes a fresh number". Events of one commit are numbered in the order
 given (the specific ``message:*`` events first, then ``message:change``, as ``Event`` documents), and each
 event carries the record state *after* the commit, revision included. Each event also records ``prev``,
-the sequence of the event before it, which is how a reader tells a resume point whose successors expired
-(a gap) from one that simply has nothing newer (see :mod:`msgstore.replay`). Pure: both backends use it.
+the sequence of the event before it, and ``prev_at``, when that one was emitted: a reader tells a resume
+point whose successors expired (a gap) from one that simply has nothing newer, and a missing event that
+expired from one still being written (see :mod:`msgstore.replay`). Pure: both backends use it.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ __all__ = ["Allocation", "StoredEvent", "allocate"]
 
 @dataclass(frozen=True, slots=True)
 class StoredEvent:
-    """An event as written: the event and the sequence of the event before it."""
+    """An event as written: the event, the sequence of the event before it and when that was emitted."""
 
     event: Event
     prev: int
+    prev_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +39,7 @@ class Allocation:
     events: list[StoredEvent]
     next_sequence: int
     last_event: int
+    last_event_at: float | None = None
 
 
 def allocate(
@@ -47,6 +50,7 @@ def allocate(
     next_sequence: int,
     last_event: int,
     now: float,
+    last_event_at: float | None = None,
 ) -> Allocation:
     """Number ``drafts`` and give every record a revision, starting at ``next_sequence``."""
     by_hash = {r.message_hash: r for r in records}
@@ -73,9 +77,9 @@ def allocate(
         raise LeaseLost(lease.name, lease.epoch, "the epoch's sequence range is exhausted")
     numbered = {h: dataclasses.replace(r, revision=revisions[h]) for h, r in by_hash.items()}
     events: list[StoredEvent] = []
-    prev = last_event
+    prev, prev_at = last_event, last_event_at
     for draft, sequence in zip(drafts, event_seqs, strict=True):
         record: Record | None = None if draft.health is not None else numbered[draft.message_hash]
-        events.append(StoredEvent(Event(sequence, draft.type, now, record, draft.health), prev))
-        prev = sequence
-    return Allocation([numbered[r.message_hash] for r in records], events, seq, prev)
+        events.append(StoredEvent(Event(sequence, draft.type, now, record, draft.health), prev, prev_at))
+        prev, prev_at = sequence, now
+    return Allocation([numbered[r.message_hash] for r in records], events, seq, prev, prev_at)

@@ -8,7 +8,7 @@ seconds) is always passed in, so tests control time and every replica agrees on 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -149,13 +149,23 @@ class RecordWriter(Protocol):
         """Adopt a renewed lease (same name and epoch)."""
 
     async def commit(
-        self, records: Sequence[Record], events: Sequence[EventDraft], *, now: float
+        self,
+        records: Sequence[Record],
+        events: Sequence[EventDraft],
+        *,
+        now: float,
+        positions: Mapping[str, bytes] | None = None,
     ) -> Committed:
         """Write record states and their events atomically (an event is visible only with its data).
 
         Sequences are allocated in ``events`` order; a record's revision is the sequence of its last event,
-        or a fresh one when it has none. Raises LeaseLost when the lease is within the safety margin of
-        its expiry (or, where the backend can tell, was taken over).
+        or a fresh one when it has none. A draft of type ``UNSPECIFIED`` logs a record change that emits no
+        Messaging API event (the record's revision entry; event consumers skip it). ``positions`` (name →
+        opaque resume position of an input the writer follows) are written with the data they cover, in
+        the same transaction (SQLite) or the commit's last batch (Cassandra): a writer that restarts from
+        them neither misses nor re-applies an input. A commit of positions alone writes just those.
+        Raises LeaseLost when the lease is within the safety margin of its expiry (or, where the backend
+        can tell, was taken over).
         """
         ...
 
@@ -191,6 +201,15 @@ class RecordStore(Protocol):
         self, subscription_id: str, skip: int | None, take: int | None
     ) -> list[Record]:
         """Records received on a subscription by (created_at, message hash), MESSAGING-API skip/take."""
+        ...
+
+    async def by_envelope(self, envelope_hashes: Sequence[bytes]) -> list[Record]:
+        """The records carrying any of these Waku v1 envelope hashes (several records may share one), in no
+        particular order; records written before the envelope index existed are not found."""
+        ...
+
+    async def position(self, name: str) -> bytes | None:
+        """The resume position last committed under ``name`` (see :meth:`RecordWriter.commit`), or None."""
         ...
 
     async def get_subscription(self, subscription_id: str) -> Subscription | None:

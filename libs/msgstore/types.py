@@ -114,7 +114,12 @@ class HealthStatus(IntEnum):
 
 
 class EventType(IntEnum):
-    """The Messaging API events (MESSAGING-API, "Events"; ``mailmesh.subscription.v1.EventType``)."""
+    """The Messaging API events (MESSAGING-API, "Events"; ``mailmesh.subscription.v1.EventType``).
+
+    ``UNSPECIFIED`` is no Messaging API event: in the log it is the revision entry of a record change that
+    emits none (another subscription id, new send progress), so a long poll over the records
+    (``PollRecords``) sees every change; event consumers never receive it.
+    """
 
     UNSPECIFIED = 0
     HEALTH_CHANGE = 1

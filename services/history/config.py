@@ -128,6 +128,13 @@ class Config(FromEnv):
         doc="Batch byte budget (the RLP list of one 0x7f) when the request's max_batch_bytes is 0 "
         "(status-go DefaultMaxMessageSize, 1 MiB).",
     )
+    served_ring_hashes: int = setting(
+        "HISTORY_SERVED_RING_HASHES",
+        parse_int(1000, 10_000_000),
+        default="100000",
+        doc="Envelope hashes of recent Query results kept for WatchServed watchers to resume from (32 bytes "
+        "each; the subscription service marks those records stored).",
+    )
     default_direction: str = setting(
         "HISTORY_DEFAULT_DIRECTION",
         parse_choice("forward", "backward"),

@@ -286,11 +286,14 @@ class HistoryService:
         settings: HistorySettings | None = None,
         *,
         clock: Callable[[], float] = time.time,
+        on_served: Callable[[bytes], None] | None = None,
     ) -> None:
         self._archive = archive
         self._cursors = cursors
         self.settings = settings or HistorySettings()
         self._clock = clock
+        self._on_served = on_served
+        """Called with the packed hashes of each archive chunk once its batches were delivered."""
 
     # ------------------------------------------------------------------------------------------ queries
 
@@ -380,6 +383,8 @@ class HistoryService:
                     yield Batch(page.rlp[offsets[start] : offsets[end]], sizes[start:end])
                     start = end
                 delivered += taken
+                if taken and self._on_served is not None:  # served: their records are stored (served.py)
+                    self._on_served(page.hashes[: _HASH_LENGTH * taken])
         finally:
             if pending is not None:
                 _discard(pending)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from opentelemetry import trace
@@ -16,6 +16,7 @@ from services.history.config import Config
 from services.history.cursor import CursorCodec
 from services.history.logic import ArchivePort, HistoryService, HistorySettings
 from services.history.metrics import HistoryMetrics
+from services.history.served import ServedFeed
 from services.history.servicer import SERVICE_NAME, HistoryServicer
 
 __all__ = ["BATCH_HEADROOM_BYTES", "Deps", "build", "settings_from"]
@@ -50,13 +51,27 @@ def settings_from(cfg: Config) -> HistorySettings:
 
 def build(cfg: Config, deps: Deps) -> MeshServer:
     """A bound, not yet started server for mailmesh.history.v1.HistoryQueryService."""
+    served = ServedFeed(ring_hashes=cfg.served_ring_hashes)
     service = HistoryService(
-        deps.archive, CursorCodec(deps.cursor_secrets), settings_from(cfg), clock=deps.clock
+        deps.archive,
+        CursorCodec(deps.cursor_secrets),
+        settings_from(cfg),
+        clock=deps.clock,
+        on_served=served.publish,
     )
-    servicer = HistoryServicer(service, HistoryMetrics.for_registry(deps.registry))
-    return build_server(
+    servicer = HistoryServicer(service, HistoryMetrics.for_registry(deps.registry), served)
+    mesh = build_server(
         cfg.runtime,
         [Registration.of(SERVICE_NAME, history_pb2_grpc.add_HistoryQueryServiceServicer_to_server, servicer)],
         tracer_provider=deps.tracer_provider,
         registry=deps.registry,
     )
+    mesh.add_shutdown_hook(_closing(served))  # WatchServed never ends by itself
+    return mesh
+
+
+def _closing(served: ServedFeed) -> Callable[[], Awaitable[None]]:
+    async def close() -> None:
+        served.close()
+
+    return close

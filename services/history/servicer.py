@@ -17,6 +17,7 @@ from mailmesh.history.v1 import history_pb2, history_pb2_grpc
 from meshcore.errors import DeadlineExceeded, InvalidArgument, Unavailable
 from services.history.logic import INVALID_FIELD, Batch, HistoryQuery, HistoryService, InvalidQuery
 from services.history.metrics import HistoryMetrics
+from services.history.served import ServedFeed
 
 __all__ = ["SERVICE_NAME", "HistoryServicer"]
 
@@ -46,11 +47,14 @@ def to_query(request: history_pb2.HistoryQueryRequest) -> HistoryQuery:
 
 
 class HistoryServicer(history_pb2_grpc.HistoryQueryServiceServicer):
-    """Query (server streaming) and Lookup over a :class:`HistoryService`."""
+    """Query (server streaming) and Lookup over a :class:`HistoryService`; WatchServed over its feed."""
 
-    def __init__(self, service: HistoryService, metrics: HistoryMetrics) -> None:
+    def __init__(
+        self, service: HistoryService, metrics: HistoryMetrics, served: ServedFeed | None = None
+    ) -> None:
         self._service = service
         self._metrics = metrics
+        self._served = served or ServedFeed(ring_hashes=1000)
 
     async def Query(  # noqa: N802 - gRPC method name
         self, request: history_pb2.HistoryQueryRequest, context: Any
@@ -112,3 +116,19 @@ class HistoryServicer(history_pb2_grpc.HistoryQueryServiceServicer):
         return history_pb2.LookupResponse(
             stored_envelope_hashes=found.envelope_hashes, stored_message_hashes=found.message_hashes
         )
+
+    async def WatchServed(  # noqa: N802 - gRPC method name
+        self, request: history_pb2.WatchServedRequest, context: Any
+    ) -> AsyncIterator[history_pb2.WatchServedResponse]:
+        """Served chunks, first message with the epoch and ``resumed`` (history.proto)."""
+        watch = self._served.watch(request.resume_epoch, request.after_sequence)
+        try:
+            yield history_pb2.WatchServedResponse(epoch=watch.epoch, resumed=watch.resumed)
+            while True:
+                chunks = await watch.next()
+                yield history_pb2.WatchServedResponse(
+                    epoch=watch.epoch,
+                    chunks=[history_pb2.ServedChunk(sequence=s, envelope_hashes=h) for s, h in chunks],
+                )
+        finally:
+            watch.close()

@@ -1,8 +1,9 @@
 """The service's moving parts assembled: store, hub, recorder, inputs and the writer-only followers.
 
 :class:`SubscriptionApp` opens the store and starts the recorder (a meshcore start hook), and while this
-replica is the records writer runs the followers: one per edge peer, health, send (when configured) and
-the stored check (when ``storeConfirmation`` is on). On becoming the writer it also makes sure the reserved
+replica is the records writer runs the followers: one per edge peer, one per followed history-query
+instance (served envelopes), health, send (when configured) and the stored check (when
+``storeConfirmation`` is on). On becoming the writer it also makes sure the reserved
 background subscription of ``confirmContentTopics`` exists (MESSAGING-API "Acknowledgements"), and ends it
 when the configuration no longer asks for it.
 """
@@ -19,10 +20,22 @@ from msgapi.config import RESERVED_SUBSCRIPTION_ID, MessagingConfig
 from msgstore.errors import MsgStoreError
 from msgstore.protocol import MsgStore
 from msgstore.types import Subscription
-from services.subscription.followers import EdgeFollower, HealthFollower, SendFollower, StoredChecker
+from services.subscription.followers import (
+    EdgeFollower,
+    HealthFollower,
+    SendFollower,
+    ServedFollower,
+    StoredChecker,
+)
 from services.subscription.hub import EventHub
 from services.subscription.inputs import RecordInputs
-from services.subscription.ports import EdgeFeedPort, HealthFeedPort, LookupPort, SendFeedPort
+from services.subscription.ports import (
+    EdgeFeedPort,
+    HealthFeedPort,
+    LookupPort,
+    SendFeedPort,
+    ServedFeedPort,
+)
 from services.subscription.recorder import NotWriter, Recorder
 from wakucodec.contenttopic import content_topic_to_v1_topic
 
@@ -40,11 +53,13 @@ class Feeds:
         health: HealthFeedPort,
         lookup: LookupPort,
         send: SendFeedPort | None = None,
+        served: Sequence[ServedFeedPort] = (),
     ) -> None:
         self.edges = list(edges)
         self.health = health
         self.lookup = lookup
         self.send = send
+        self.served = list(served)
 
 
 class SubscriptionApp:
@@ -75,8 +90,13 @@ class SubscriptionApp:
             clock=clock,
         )
         self.inputs = RecordInputs(self.recorder)
+        self.on_resume_miss: list[Callable[[str, str], None]] = []
+        """Told (feed kind, target) when a feed could not resume after the committed position."""
         self.health = HealthFollower(feeds.health, self.recorder)
-        self.edges = [EdgeFollower(feed, self.recorder, self.inputs) for feed in feeds.edges]
+        self.edges = [
+            EdgeFollower(feed, self.recorder, self.inputs, missed=self._missed) for feed in feeds.edges
+        ]
+        self.served = [ServedFollower(feed, self.inputs, missed=self._missed) for feed in feeds.served]
         self.send = SendFollower(feeds.send, self.inputs) if feeds.send is not None else None
         self.stored = StoredChecker(
             self.inputs, feeds.lookup, self.health, interval=messaging.store_check_interval_s
@@ -113,11 +133,16 @@ class SubscriptionApp:
     def _writer_loops(self) -> list[Coroutine[Any, Any, None]]:
         loops = [self._ensure_background(), self.health.run(), self._maintain()]
         loops += [edge.run() for edge in self.edges]
+        loops += [served.run() for served in self.served]
         if self.send is not None:
             loops.append(self.send.run())
         if self.messaging.store_confirmation:
             loops.append(self.stored.run())
         return loops
+
+    def _missed(self, kind: str, target: str) -> None:
+        for report in self.on_resume_miss:
+            report(kind, target)
 
     async def _stop_followers(self) -> None:
         tasks, self._tasks = self._tasks, []

@@ -1,9 +1,9 @@
 """Other services as the subscription service sees them: edge peers' live feeds, health, send, history.
 
-Streams (StreamEnvelopes, WatchHealth, WatchSendStatuses) run on channels whose service-config deadline is
-an hour: a stream that reaches it ends with DEADLINE_EXCEEDED and its follower resumes where it was. The
-unary Lookup carries ``SUBSCRIPTION_CALL_TIMEOUT_SECONDS`` (:func:`meshcore.remaining_timeout`). Every
-``grpc.aio.AioRpcError`` becomes a :mod:`meshcore.errors` class (``translate_rpc_error``).
+Streams (StreamEnvelopes, WatchHealth, WatchSendStatuses, WatchServed) run on channels whose service-config
+deadline is an hour: a stream that reaches it ends with DEADLINE_EXCEEDED and its follower resumes where it
+was. The unary Lookup carries ``SUBSCRIPTION_CALL_TIMEOUT_SECONDS`` (:func:`meshcore.remaining_timeout`).
+Every ``grpc.aio.AioRpcError`` becomes a :mod:`meshcore.errors` class (``translate_rpc_error``).
 """
 
 from __future__ import annotations
@@ -22,10 +22,17 @@ from mailmesh.send.v1 import send_pb2, send_pb2_grpc
 from meshcore import make_channel, remaining_timeout, translate_rpc_error
 from msgstore.types import HealthStatus
 from services.subscription.convert import health_status, send_update_from_proto
-from services.subscription.ports import FeedBatch, FeedEnvelope, SendFeedItem
+from services.subscription.ports import FeedBatch, FeedEnvelope, SendFeedItem, ServedBatch
 from services.subscription.rules import SendUpdate
 
-__all__ = ["Channels", "EdgeFeedClient", "HealthFeedClient", "LookupClient", "SendFeedClient"]
+__all__ = [
+    "Channels",
+    "EdgeFeedClient",
+    "HealthFeedClient",
+    "LookupClient",
+    "SendFeedClient",
+    "ServedFeedClient",
+]
 
 _STREAM_DEADLINE_S = 3600.0
 # Reconnect at most ~1 s after a target comes back (gRPC's default backoff grows to 120 s).
@@ -97,7 +104,14 @@ class EdgeFeedClient:
                     reply.resumed,
                     [
                         FeedEnvelope(
-                            r.sequence, r.envelope.hash, r.envelope.topic, r.envelope.data, r.envelope.sent
+                            r.sequence,
+                            r.envelope.hash,
+                            r.envelope.topic,
+                            r.envelope.data,
+                            r.envelope.sent,
+                            # acceptance time: orders the listings, and a subscription younger than an
+                            # envelope (a replay) does not receive it (mapping.receptions)
+                            r.received_at.ToNanoseconds() / 1e9 if r.HasField("received_at") else 0.0,
                         )
                         for r in reply.envelopes
                     ],
@@ -181,3 +195,39 @@ class LookupClient:
         except grpc.aio.AioRpcError as err:
             raise translate_rpc_error(err) from err
         return set(reply.stored_envelope_hashes)
+
+
+class ServedFeedClient:
+    """One history-query instance's WatchServed; implements ``ports.ServedFeedPort``."""
+
+    def __init__(self, channels: Channels, target: str) -> None:
+        self._target = target
+        self._stub = history_pb2_grpc.HistoryQueryServiceStub(
+            channels.get(target, "mailmesh.history.v1.HistoryQueryService")
+        )
+
+    @property
+    def target(self) -> str:
+        """The instance's address."""
+        return self._target
+
+    async def watch(self, resume_epoch: str, after_sequence: int) -> AsyncIterator[ServedBatch]:
+        """Served chunks, resumed where the instance's ring allows."""
+        request = history_pb2.WatchServedRequest(resume_epoch=resume_epoch, after_sequence=after_sequence)
+        call = self._stub.WatchServed(request)
+        try:
+            async for reply in call:
+                yield ServedBatch(
+                    reply.epoch,
+                    reply.resumed,
+                    [(c.sequence, _split(c.envelope_hashes)) for c in reply.chunks],
+                )
+        except grpc.aio.AioRpcError as err:
+            raise translate_rpc_error(err) from err
+        finally:
+            call.cancel()
+
+
+def _split(packed: bytes) -> list[bytes]:
+    """32-byte hashes out of their concatenation (a trailing partial hash is dropped)."""
+    return [packed[i : i + 32] for i in range(0, len(packed) - 31, 32)]

@@ -31,6 +31,16 @@ __all__ = ["Config"]
 _targets: Parser[tuple[str, ...]] = parse_targets
 
 
+def _optional_targets(raw: str) -> tuple[str, ...]:
+    """Targets, or () for an empty value (the default applies) and ("none",) to turn the feed off."""
+    value = raw.strip()
+    if not value:
+        return ()
+    if value.lower() == "none":
+        return ("none",)
+    return _targets(value)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Config(FromEnv):
     """Subscription service settings; ``describe_markdown(Config)`` renders the README table."""
@@ -52,6 +62,15 @@ class Config(FromEnv):
         parse_str(),
         default="127.0.0.1:50054",
         doc="history-query (HistoryQueryService.Lookup) for the recurring stored check; a gRPC target.",
+    )
+    history_served_addrs: tuple[str, ...] = setting(
+        "SUBSCRIPTION_HISTORY_SERVED_ADDRS",
+        _optional_targets,
+        default="",
+        doc="history-query instances whose served Query results are followed (HistoryQueryService."
+        "WatchServed: records of served envelopes become stored), comma-separated host:port; empty = "
+        "SUBSCRIPTION_HISTORY_ADDR; 'none' = not followed. List every instance: each serves its own "
+        "queries.",
     )
     health_addr: str = setting(
         "SUBSCRIPTION_HEALTH_ADDR",
@@ -105,6 +124,13 @@ class Config(FromEnv):
         default="5",
         doc="Deadline of unary calls to other services (Lookup), seconds.",
     )
+
+    @property
+    def served_targets(self) -> tuple[str, ...]:
+        """The history-query instances whose WatchServed is followed."""
+        if self.history_served_addrs == ("none",):
+            return ()
+        return self.history_served_addrs or (self.history_addr,)
 
     @property
     def replica(self) -> str:

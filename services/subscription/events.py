@@ -6,9 +6,10 @@
   sequence). ``0`` means "everything retained" (subscription.proto, StreamEventsRequest): it never gaps.
 - Long polls register with the hub *before* reading the store, so an event committed between the read
   and the wait still wakes the poll.
-- PollRecords reports the records that emitted an event after the revision (``message:*`` events carry the
-  record's new state); a change that emits no event (a second subscription id appended) is not reported
-  until the record's next event.
+- PollRecords reports every record changed after the revision, in its latest state: each change is in the
+  log — ``message:change``/``message:error`` for changes with Messaging API events, a revision entry
+  (``UNSPECIFIED``) for the others (another subscription id, new send progress) — and every entry carries
+  the record's new state.
 """
 
 from __future__ import annotations
@@ -155,7 +156,7 @@ class EventReader:
     ) -> tuple[list[Record], int]:
         """Records whose latest event is after ``after`` (None = the head), each once, by revision."""
         flt = EventFilter(
-            types=frozenset({EventType.MESSAGE_CHANGE, EventType.MESSAGE_ERROR}),
+            types=frozenset({EventType.MESSAGE_CHANGE, EventType.MESSAGE_ERROR, EventType.UNSPECIFIED}),
             subscription_id=query.subscription_id,
             request_id=query.request_id,
         )

@@ -1,19 +1,23 @@
 """The loops that follow other services while this replica is the records writer.
 
 - :class:`EdgeFollower`, one per edge peer: ``StreamEnvelopes`` filtered by the union of the active
-  subscriptions' 4-byte topics; reopened (resuming after its last sequence of the same epoch) when the set
+  subscriptions' 4-byte topics; reopened (resuming after its last envelope of the same epoch) when the set
   changes or the stream breaks, so nothing the edge peer's relay cache still holds is missed. With no active
   subscription it streams nothing (an empty filter would mean every envelope).
+- :class:`ServedFollower`, one per history-query instance: ``WatchServed``; the records of envelopes a
+  Query served become stored (MESSAGING-API "stored": "populated ... via the History API").
 - :class:`HealthFollower`: ``WatchHealth``; ``health:change`` for every status change it sees, and the
   current status for the stored check, which MESSAGING-API "Acknowledgements" halts while Unhealthy.
-- :class:`SendFollower`: ``WatchSendStatuses`` merged into the records. It resumes by position after its
-  last change within the process; at start it replays every retained change — the merge is idempotent,
-  so a replay changes and emits nothing already recorded. A gap report (changes past their retention)
-  makes it re-read the requests' current statuses with ``ListSendStatuses``.
+- :class:`SendFollower`: ``WatchSendStatuses`` merged into the records, resumed by position; a gap report
+  (changes past their retention) makes it re-read the requests' current statuses with ``ListSendStatuses``.
 - :class:`StoredChecker`: the recurring stored check every ``storeCheckInterval`` (spec: 60 s).
 
-Each input is committed before the follower moves its resume point, and the commit is shielded from the
-follower's cancellation: a reopened stream may deliver an envelope again, never lose one.
+Where each follower is in its input is committed with the records that input produced (msgstore "Input
+positions") and read back when the follower starts — on this replica becoming the writer, after a restart
+or a takeover — so a new writer continues exactly after its predecessor's last commit: nothing missed,
+nothing applied twice. Only what the other process no longer holds is lost, and that is said out loud
+(:class:`FeedCursor`: a WARNING and ``mailmesh_subscription_feed_resume_misses_total``). The commit is
+shielded from the follower's cancellation: a reopened stream may deliver an input again, never lose one.
 """
 
 from __future__ import annotations
@@ -26,14 +30,41 @@ from meshcore import InvalidArgument, MeshError
 from msgstore.errors import MsgStoreError
 from msgstore.types import HealthStatus
 from services.subscription.inputs import RecordInputs
-from services.subscription.ports import EdgeFeedPort, HealthFeedPort, LookupPort, SendFeedPort
+from services.subscription.ports import (
+    EdgeFeedPort,
+    HealthFeedPort,
+    LookupPort,
+    SendFeedPort,
+    ServedFeedPort,
+)
+from services.subscription.positions import (
+    NO_POSITION,
+    REPLAY_EVERYTHING,
+    SEND,
+    FeedPosition,
+    edge_name,
+    history_name,
+)
 from services.subscription.recorder import Recorder
 
-__all__ = ["REPLAY_CACHE", "Backoff", "EdgeFollower", "HealthFollower", "SendFollower", "StoredChecker"]
+__all__ = [
+    "REPLAY_CACHE",
+    "Backoff",
+    "EdgeFollower",
+    "FeedCursor",
+    "HealthFollower",
+    "Missed",
+    "SendFollower",
+    "ServedFollower",
+    "StoredChecker",
+]
 
-#: A resume epoch no edge peer has: StreamEnvelopes then starts at the oldest envelope its relay cache holds
-#: (edgepeer.proto StreamEnvelopesResponse.resumed).
-REPLAY_CACHE = "replay-relay-cache"
+#: The resume epoch of a follower that holds no position: StreamEnvelopes then starts at the oldest
+#: envelope the edge peer's relay cache holds (edgepeer.proto StreamEnvelopesResponse.resumed).
+REPLAY_CACHE = REPLAY_EVERYTHING
+
+#: Told (feed kind, target) when a feed could not resume after the committed position.
+Missed = Callable[[str, str], None]
 
 _log = logging.getLogger(__name__)
 _FAILURES = (MeshError, MsgStoreError)
@@ -58,28 +89,95 @@ class Backoff:
         self._next = self._first
 
 
+class FeedCursor:
+    """Where a follower is in one per-process feed (an edge peer, a history-query instance), kept in the
+    store, and the check that a reopened stream really continues after it."""
+
+    def __init__(self, kind: str, name: str, target: str, inputs: RecordInputs, missed: Missed) -> None:
+        self.kind = kind
+        self.name = name
+        """The position's name in the store."""
+        self.target = target
+        self._inputs = inputs
+        self._missed = missed
+        self.position = NO_POSITION
+        """The last item applied: its feed epoch and sequence (NO_POSITION: none held)."""
+        self.misses = 0
+        """Streams that could not continue after a held position (tests, logs)."""
+
+    async def load(self, backoff: Backoff) -> None:
+        """Read the committed position (retrying while the store is unavailable)."""
+        while True:
+            try:
+                self.position = FeedPosition.decode(await self._inputs.position(self.name))
+                return
+            except MsgStoreError as err:
+                _log.info("%s feed %s: position not readable (%s); retrying", self.kind, self.target, err)
+                await backoff.wait()
+
+    async def opened(self, epoch: str, resumed: bool, *, with_items: bool) -> None:
+        """The first message of a stream opened at :attr:`position` arrived."""
+        asked = self.position
+        if asked.held and not resumed:
+            why = (
+                f"it restarted (epoch {epoch})"
+                if epoch != asked.epoch
+                else f"it no longer holds sequence {asked.sequence + 1} and later"
+            )
+            _log.warning(
+                "%s feed %s: cannot resume after sequence %d of epoch %s: %s; what it accepted in between "
+                "and no longer holds is missed here (the archive has it)",
+                self.kind,
+                self.target,
+                asked.sequence,
+                asked.epoch,
+                why,
+            )
+            self.misses += 1
+            self._missed(self.kind, self.target)
+        if epoch != asked.epoch:  # nothing applied in this epoch yet
+            self.position = NO_POSITION
+            if asked.held and not with_items:  # a restart before the first item need not warn again
+                await asyncio.shield(self._inputs.save_position(self.name, NO_POSITION.encode()))
+
+    def record(self, position: FeedPosition) -> tuple[str, bytes]:
+        """The (name, value) to commit with the items up to ``position``."""
+        return self.name, position.encode()
+
+
 class EdgeFollower:
     """Follows one edge peer's feed for the active subscriptions' topics."""
 
     def __init__(
-        self, feed: EdgeFeedPort, recorder: Recorder, inputs: RecordInputs, backoff: Backoff | None = None
+        self,
+        feed: EdgeFeedPort,
+        recorder: Recorder,
+        inputs: RecordInputs,
+        backoff: Backoff | None = None,
+        missed: Missed | None = None,
     ):
         self._feed = feed
         self._recorder = recorder
         self._inputs = inputs
         self._backoff = backoff or Backoff()
-        self.epoch = REPLAY_CACHE
-        """The edge peer's epoch of the last envelope applied; at first none we could match, so the edge
-        peer replays its whole relay cache (envelopes accepted while no writer followed it) and then goes
-        live: the merge is idempotent and ``mapping.receptions`` skips subscriptions younger than an
-        envelope."""
-        self.after = 0
-        """Sequence (in ``epoch``) of the last envelope applied."""
+        self.cursor = FeedCursor("edge", edge_name(feed.target), feed.target, inputs, missed or _ignore)
+        """Where the follower is (committed with the records; loaded when it starts). With none held, the
+        edge peer replays its whole relay cache — envelopes accepted while no writer followed it — and
+        then goes live: the merge is idempotent and ``mapping.receptions`` skips subscriptions younger
+        than an envelope."""
         self.streams = 0
         """Streams opened (tests, logs)."""
+        self.stream_epoch = ""
+        """The epoch the open stream's first message named ("" until it arrived): the feed is live."""
+
+    @property
+    def epoch(self) -> str:
+        """The edge peer's epoch of the last envelope applied (REPLAY_CACHE: none yet)."""
+        return self.cursor.position.epoch
 
     async def run(self) -> None:
         """Until cancelled."""
+        await self.cursor.load(self._backoff)
         while True:
             changed = self._recorder.topics_changed()
             topics = sorted(self._recorder.index.topics)
@@ -103,15 +201,64 @@ class EdgeFollower:
 
     async def _consume(self, topics: list[bytes]) -> None:
         self.streams += 1
-        async for batch in self._feed.stream(topics, self.epoch, self.after):
-            if (
-                batch.epoch != self.epoch
-            ):  # a new edge-peer process (or our first stream): sequences start over
-                self.epoch, self.after = batch.epoch, 0
+        self.stream_epoch = ""
+        asked = self.cursor.position
+        first = True
+        async for batch in self._feed.stream(topics, asked.epoch, asked.sequence):
+            if first:
+                first = False
+                await self.cursor.opened(batch.epoch, batch.resumed, with_items=bool(batch.envelopes))
+                self.stream_epoch = batch.epoch
             self._backoff.reset()
             if batch.envelopes:
-                await asyncio.shield(self._inputs.receive_many(batch.envelopes))
-                self.after = batch.envelopes[-1].sequence
+                after = FeedPosition(batch.epoch, batch.envelopes[-1].sequence)
+                applied = self._inputs.receive_many(batch.envelopes, position=self.cursor.record(after))
+                await asyncio.shield(applied)
+                self.cursor.position = after
+
+
+class ServedFollower:
+    """Follows one history-query instance's served envelopes: their records become stored."""
+
+    def __init__(
+        self,
+        feed: ServedFeedPort,
+        inputs: RecordInputs,
+        backoff: Backoff | None = None,
+        missed: Missed | None = None,
+    ):
+        self._feed = feed
+        self._inputs = inputs
+        self._backoff = backoff or Backoff()
+        self.cursor = FeedCursor("history", history_name(feed.target), feed.target, inputs, missed or _ignore)
+
+    async def run(self) -> None:
+        """Until cancelled."""
+        await self.cursor.load(self._backoff)
+        while True:
+            try:
+                await self._consume()
+            except _FAILURES as err:
+                _log.info("served feed %s: %s; reconnecting", self._feed.target, err)
+            await self._backoff.wait()
+
+    async def _consume(self) -> None:
+        asked = self.cursor.position
+        first = True
+        async for batch in self._feed.watch(asked.epoch, asked.sequence):
+            if first:
+                first = False
+                await self.cursor.opened(batch.epoch, batch.resumed, with_items=bool(batch.chunks))
+            self._backoff.reset()
+            if batch.chunks:
+                after = FeedPosition(batch.epoch, batch.chunks[-1][0])
+                hashes = [h for _, chunk in batch.chunks for h in chunk]
+                await asyncio.shield(self._inputs.served(hashes, position=self.cursor.record(after)))
+                self.cursor.position = after
+
+
+def _ignore(kind: str, target: str) -> None:
+    """No one to tell about a missed resume (the WARNING is logged anyway)."""
 
 
 class HealthFollower:
@@ -145,19 +292,15 @@ class HealthFollower:
 
 
 class SendFollower:
-    """Follows the send service's status changes by resume position.
-
-    msgstore has no table for a consumer's position, so the position lives in memory: a restarted process
-    replays every retained change (the merge is idempotent); a reconnect within the process resumes
-    exactly after the last change applied.
-    """
+    """Follows the send service's status changes by resume position (committed with each change)."""
 
     def __init__(self, feed: SendFeedPort, inputs: RecordInputs, backoff: Backoff | None = None):
         self._feed = feed
         self._inputs = inputs
         self._backoff = backoff or Backoff()
         self.position = b""
-        """Resume position after the last change applied (empty = replay everything retained)."""
+        """Resume position after the last change applied (empty = replay everything retained); loaded from
+        the store when the follower starts."""
         self.reloads = 0
         """Gap repairs run (tests, logs)."""
 
@@ -165,12 +308,20 @@ class SendFollower:
         """Until cancelled."""
         while True:
             try:
+                self.position = await self._inputs.position(SEND) or b""
+                break
+            except MsgStoreError as err:
+                _log.info("send watch: position not readable (%s); retrying", err)
+                await self._backoff.wait()
+        while True:
+            try:
                 async for item in self._feed.watch(self.position):
                     self._backoff.reset()
                     if item.gap_shards:
                         await asyncio.shield(self._reload(item.gap_shards))
                     if item.update is not None:
-                        await asyncio.shield(self._inputs.send_update(item.update))
+                        applied = self._inputs.send_update(item.update, position=(SEND, item.position))
+                        await asyncio.shield(applied)
                     self.position = item.position
             except InvalidArgument as err:  # a position made for another shard count: start over
                 _log.info("send watch: %s; replaying every retained change", err)

@@ -32,8 +32,14 @@ class EventFilter:
     request_id: str = ""
 
     def matches(self, event: Event) -> bool:
-        """Whether ``event`` passes; health events pass the record filters (they report no record)."""
+        """Whether ``event`` passes; health events pass the record filters (they report no record).
+
+        Revision entries (``UNSPECIFIED``: a record change without Messaging API event) pass only a filter
+        that names them (PollRecords'); "all types" means every Messaging API event.
+        """
         if self.types and event.type not in self.types:
+            return False
+        if event.type is EventType.UNSPECIFIED and not self.types:
             return False
         record = event.record
         if record is None:

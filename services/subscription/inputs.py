@@ -1,5 +1,6 @@
-"""The three inputs that change records — receptions, send statuses, store confirmations — applied through
-the :class:`~.recorder.Recorder` with the rules of :mod:`.rules`.
+"""The inputs that change records — receptions, send statuses, store confirmations (the recurring check
+and envelopes the History API served) — applied through the :class:`~.recorder.Recorder` with the rules of
+:mod:`.rules`, each with the position of its input (committed with the data; msgstore "Input positions").
 
 Own messages: Waku v1 does not carry ``meta`` and the network's copy of a message we sent may come back
 under a hash other than ours, so the receive path first looks the envelope hash up among the envelopes the
@@ -10,6 +11,10 @@ an active subscription with store confirmation on (including the reserved backgr
 ``confirmContentTopics``) that carry an envelope hash and are not yet stored. The candidates are kept in
 memory, added as records are committed and rebuilt from the topic listings when this replica becomes the
 writer.
+
+Served history (MESSAGING-API "Acknowledgements": "the stored property MUST be updated for any other
+messages received via the History API"): every record carrying an envelope hash a history-query instance
+served becomes stored, whoever sent or received it, on any content topic (msgstore ``by_envelope``).
 """
 
 from __future__ import annotations
@@ -44,12 +49,22 @@ class RecordInputs:
 
     # ------------------------------------------------------------------------------------------ receive
 
+    async def position(self, name: str) -> bytes | None:
+        """Input ``name``'s committed position."""
+        return await self._recorder.position(name)
+
+    async def save_position(self, name: str, value: bytes) -> None:
+        """Commit input ``name``'s position alone."""
+        await self._recorder.save_position(name, value)
+
     async def receive(self, envelope: FeedEnvelope) -> list[Record]:
         """One envelope from an edge peer's feed: every active subscription on its topic receives it."""
         return await self.receive_many([envelope])
 
-    async def receive_many(self, envelopes: Sequence[FeedEnvelope]) -> list[Record]:
-        """A feed batch: every reception of every envelope, committed together."""
+    async def receive_many(
+        self, envelopes: Sequence[FeedEnvelope], *, position: tuple[str, bytes] | None = None
+    ) -> list[Record]:
+        """A feed batch: every reception of every envelope, committed together (with ``position``)."""
         index = self._recorder.index
         now = self._recorder.now()
         items: list[tuple[bytes, Rule]] = []
@@ -75,14 +90,16 @@ class RecordInputs:
                     now=when,
                 )
                 items.append((target, rule))
-        if not items:
+        if not items and position is None:
             return []
-        return [r for r in await self._recorder.update_many(items) if r is not None]
+        return [r for r in await self._recorder.update_many(items, position=position) if r is not None]
 
     # ------------------------------------------------------------------------------------------ send
 
-    async def send_update(self, update: SendUpdate) -> Record | None:
-        """A WatchSendStatuses change merged into its message's record."""
+    async def send_update(
+        self, update: SendUpdate, *, position: tuple[str, bytes] | None = None
+    ) -> Record | None:
+        """A WatchSendStatuses change merged into its message's record (committed with ``position``)."""
         if update.envelope_hash:
             self._own[update.envelope_hash] = update.message_hash
             self._own.move_to_end(update.envelope_hash)
@@ -90,8 +107,24 @@ class RecordInputs:
                 self._own.popitem(last=False)
         now = self._recorder.now()
         return await self._recorder.update(
-            update.message_hash, lambda prev: merge_send(prev, update, now=now)
+            update.message_hash, lambda prev: merge_send(prev, update, now=now), position=position
         )
+
+    # ------------------------------------------------------------------------------------------ served
+
+    async def served(
+        self, envelope_hashes: Sequence[bytes], *, position: tuple[str, bytes] | None = None
+    ) -> list[Record]:
+        """Envelopes a history-query instance served: the records carrying them become stored."""
+        found = await self._recorder.store.records.by_envelope(envelope_hashes) if envelope_hashes else []
+        now = self._recorder.now()
+        items: list[tuple[bytes, Rule]] = [
+            (r.message_hash, partial(_stored, now=now)) for r in found if not r.stored
+        ]
+        if not items and position is None:
+            return []
+        done = await self._recorder.update_many(items, position=position)
+        return [r for r in done if r is not None and r.stored]
 
     # ------------------------------------------------------------------------------------------ stored
 

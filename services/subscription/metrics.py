@@ -7,12 +7,12 @@ name).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 
 from meshcore.metrics import PerRegistry
-from msgstore.types import Event, MessageOrigin, Record
+from msgstore.types import Event, EventType, MessageOrigin, Record
 from services.subscription.hub import EventHub
 from services.subscription.inputs import RecordInputs
 from services.subscription.recorder import Recorder
@@ -59,14 +59,30 @@ class SubscriptionMetrics(PerRegistry):
             "Events buffered and unread by the slowest live consumer.",
             registry=registry,
         )
+        self.resume_misses = Counter(
+            "mailmesh_subscription_feed_resume_misses_total",
+            "Streams that could not continue after the committed position (the edge peer or history-query "
+            "instance restarted, or no longer holds the items after it): what it dropped meanwhile is not "
+            "applied. By feed (edge, history).",
+            ("feed",),
+            registry=registry,
+        )
         self.unstored = Gauge(
             "mailmesh_subscription_unstored_records",
             "Records the recurring stored check still asks about.",
             registry=registry,
         )
 
-    def follow(self, recorder: Recorder, hub: EventHub, inputs: RecordInputs) -> None:
-        """Read the gauges from the live objects at scrape time; count every commit."""
+    def follow(
+        self,
+        recorder: Recorder,
+        hub: EventHub,
+        inputs: RecordInputs,
+        on_resume_miss: list[Callable[[str, str], None]] | None = None,
+    ) -> None:
+        """Read the gauges from the live objects at scrape time; count every commit and missed resume."""
+        if on_resume_miss is not None:
+            on_resume_miss.append(self.missed)
         self.subscriptions.set_function(
             lambda: len(recorder.index.subscriptions) if recorder.is_writer else 0
         )
@@ -82,4 +98,9 @@ class SubscriptionMetrics(PerRegistry):
 
     def _emitted(self, events: Sequence[Event]) -> None:
         for event in events:
-            self.events.labels(event.type.spec_name).inc()
+            if event.type is not EventType.UNSPECIFIED:  # a revision entry is no Messaging API event
+                self.events.labels(event.type.spec_name).inc()
+
+    def missed(self, kind: str, target: str) -> None:
+        """A feed could not resume after the committed position (the follower logged a WARNING)."""
+        self.resume_misses.labels(kind).inc()

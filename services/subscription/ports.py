@@ -18,6 +18,8 @@ __all__ = [
     "LookupPort",
     "SendFeedItem",
     "SendFeedPort",
+    "ServedBatch",
+    "ServedFeedPort",
 ]
 
 
@@ -53,6 +55,17 @@ class SendFeedItem:
     """The request's full status after the change; None in a gap report."""
     gap_shards: tuple[int, ...] = ()
     """Outbox shards whose changes after the requested position are no longer retained."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServedBatch:
+    """One ``WatchServedResponse``: the history-query process's epoch and the chunks it served."""
+
+    epoch: str
+    resumed: bool
+    """Set in a stream's first message only (history.proto)."""
+    chunks: Sequence[tuple[int, Sequence[bytes]]]
+    """(sequence, envelope hashes) in serving order."""
 
 
 class EdgeFeedPort(Protocol):
@@ -96,4 +109,17 @@ class LookupPort(Protocol):
 
     async def stored(self, envelope_hashes: Sequence[bytes]) -> set[bytes]:
         """Which of ``envelope_hashes`` the archive holds."""
+        ...
+
+
+class ServedFeedPort(Protocol):
+    """One history-query instance's served envelopes (``HistoryQueryService.WatchServed``)."""
+
+    @property
+    def target(self) -> str:
+        """The instance's address (logs, position name)."""
+        ...
+
+    def watch(self, resume_epoch: str, after_sequence: int) -> AsyncIterator[ServedBatch]:
+        """Served chunks after ``after_sequence`` of ``resume_epoch`` where its ring allows, then live."""
         ...

@@ -9,7 +9,15 @@ soon as the store acknowledged the commit (MESSAGING-API "Message Storage": even
 message is added or updated in the underlying storage").
 
 Every write is a read-modify-write of one record under one lock: the rules (:mod:`.rules`) see the stored
-state, so a repeated input (a feed replayed after a reconnect) changes nothing and emits nothing.
+state, so a repeated input (a feed replayed after a reconnect) changes nothing and emits nothing. A change
+that emits no Messaging API event (another subscription id, new send progress) is logged as a revision
+entry (``EventType.UNSPECIFIED``, msgstore docs "Sequences and revisions"), so PollRecords sees it.
+
+Inputs' resume positions (edge feeds, send changes, served history) go into the commit of the data they
+produced (msgstore "Input positions"): a new writer resumes each input exactly after what was committed.
+An input batch that changed nothing still moves its position; such positions are written at most every
+:data:`POSITION_FLUSH_S` (or with the next commit, or at stop) — replaying that much again after a crash
+changes nothing.
 """
 
 from __future__ import annotations
@@ -17,12 +25,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from meshcore import Unavailable
 from msgstore.errors import LeaseLost, MsgStoreError
-from msgstore.protocol import MsgStore, RecordWriter
+from msgstore.protocol import Committed, MsgStore, RecordWriter
 from msgstore.types import (
     Event,
     EventDraft,
@@ -37,9 +46,11 @@ from services.subscription.hub import EventHub
 from services.subscription.mapping import TopicIndex
 from services.subscription.rules import Change
 
-__all__ = ["LEASE_NAME", "NotWriter", "Recorder", "Rule"]
+__all__ = ["LEASE_NAME", "POSITION_FLUSH_S", "NotWriter", "Recorder", "Rule"]
 
 LEASE_NAME = "records/writer"
+#: At most this often a position that covers no change is written on its own (seconds).
+POSITION_FLUSH_S = 1.0
 _log = logging.getLogger(__name__)
 _TAIL_PAGE = 500
 
@@ -81,6 +92,8 @@ class Recorder:
         self._writer: RecordWriter | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._topics_changed = asyncio.Event()
+        self._positions: dict[str, bytes] = {}  # applied, not yet written
+        self._positions_at = -math.inf
         self.on_role: list[Callable[[bool], None]] = []
         """Called with True when this replica becomes the writer, False when it stops being it."""
         self.on_commit: list[Callable[[Change, Record], None]] = []
@@ -106,6 +119,9 @@ class Recorder:
                 await task
         self._tasks = []
         async with self._lock:
+            if self._writer is not None and self._positions:
+                with contextlib.suppress(MsgStoreError):  # a replica stopping keeps what it applied
+                    await self._writer.commit([], [], now=self._clock(), positions=self._positions)
             writer, self._writer = self._writer, None
         if writer is not None:
             self._notify_role(False)
@@ -152,6 +168,7 @@ class Recorder:
             self._writer = await self.store.records.writer(lease, now=self._clock())
             active = await self.store.records.list_subscriptions(active_only=True)
             self.index = TopicIndex(active)
+            self._positions.clear()
         _log.info("records writer: this replica (epoch %d)", lease.epoch)
         self._signal_topics()
         self._notify_role(True)
@@ -195,17 +212,36 @@ class Recorder:
             raise NotWriter()
         return self._writer
 
+    async def position(self, name: str) -> bytes | None:
+        """The resume position of input ``name`` as committed (a new writer starts there)."""
+        return await self.store.records.position(name)
+
+    async def save_position(self, name: str, value: bytes) -> None:
+        """Write input ``name``'s position now, with whatever positions are pending."""
+        await self.update_many([], position=(name, value), flush=True)
+
     async def update(
-        self, message_hash: bytes, rule: Callable[[Record | None], Change | None]
+        self,
+        message_hash: bytes,
+        rule: Callable[[Record | None], Change | None],
+        *,
+        position: tuple[str, bytes] | None = None,
     ) -> Record | None:
         """Apply ``rule`` to the stored record with ``message_hash`` and commit what it returns."""
-        (record,) = await self.update_many([(message_hash, rule)])
+        (record,) = await self.update_many([(message_hash, rule)], position=position)
         return record
 
-    async def update_many(self, items: Sequence[tuple[bytes, Rule]]) -> list[Record | None]:
+    async def update_many(
+        self,
+        items: Sequence[tuple[bytes, Rule]],
+        *,
+        position: tuple[str, bytes] | None = None,
+        flush: bool = False,
+    ) -> list[Record | None]:
         """Apply each rule in order to its record (as left by the rules before it) and commit all changes at
         once: one transaction (SQLite) or as few logged batches as fit (Cassandra) for a whole feed batch.
 
+        ``position``: (input name, where that input resumes after these items), committed with them.
         Returns each item's record after its rule (the stored one when the rule changed nothing).
         """
         async with self._lock:
@@ -226,15 +262,17 @@ class Recorder:
                 events = (previous.events if previous else ()) + change.events
                 changed[message_hash] = Change(change.record, events)
                 drafts.extend(EventDraft(t, message_hash=message_hash) for t in change.events)
+            # a change without Messaging API event gets a revision entry, so PollRecords still sees it
+            drafts += [EventDraft(EventType.UNSPECIFIED, h) for h, c in changed.items() if not c.events]
+            now = self._clock()
             if not changed:
+                if position is not None:  # it covers nothing: it may wait for the next commit
+                    self._positions[position[0]] = position[1]
+                if self._positions and (flush or now - self._positions_at >= POSITION_FLUSH_S):
+                    await self._commit(writer, [], [], now)
                 return [current[h] for h in after]
-            try:
-                committed = await writer.commit(
-                    [c.record for c in changed.values()], drafts, now=self._clock()
-                )
-            except LeaseLost as err:
-                await self._lose("lease lost while committing")
-                raise NotWriter() from err
+            records = [c.record for c in changed.values()]
+            committed = await self._commit(writer, records, drafts, now, position)
             self.hub.publish(committed.events)
         stored = {r.message_hash: r for r in committed.records}
         for report in self.on_events:
@@ -243,6 +281,29 @@ class Recorder:
             for callback in self.on_commit:
                 callback(change, stored[message_hash])
         return [stored.get(h, current[h]) for h in after]
+
+    async def _commit(
+        self,
+        writer: RecordWriter,
+        records: list[Record],
+        drafts: list[EventDraft],
+        now: float,
+        position: tuple[str, bytes] | None = None,
+    ) -> Committed:
+        """Commit with ``position`` and the pending positions (under the lock); they are cleared once
+        durable (``position`` is never left pending: it covers this commit's data)."""
+        positions = dict(self._positions)
+        if position is not None:
+            positions[position[0]] = position[1]
+        try:
+            committed = await writer.commit(records, drafts, now=now, positions=positions)
+        except LeaseLost as err:
+            await self._lose("lease lost while committing")
+            raise NotWriter() from err
+        for name in positions:  # the lock is held: nothing newer was queued meanwhile
+            self._positions.pop(name, None)
+        self._positions_at = now
+        return committed
 
     async def health_change(self, status: HealthStatus, previous: HealthStatus) -> Event:
         """Append ``health:change`` (no record) and publish it."""

@@ -28,6 +28,7 @@ from services.subscription.clients import (
     HealthFeedClient,
     LookupClient,
     SendFeedClient,
+    ServedFeedClient,
 )
 from services.subscription.config import Config
 from services.subscription.metrics import SubscriptionMetrics
@@ -68,6 +69,7 @@ def connect(
             HealthFeedClient(channels, cfg.health_addr),
             LookupClient(channels, cfg.history_addr, timeout_s=cfg.call_timeout_s),
             SendFeedClient(channels, cfg.send_addr) if cfg.send_addr else None,
+            [ServedFeedClient(channels, target) for target in cfg.served_targets],
         )
         closers.append(channels.close)
     app = SubscriptionApp(
@@ -81,7 +83,7 @@ def connect(
         clock=clock,
         maintain_interval=cfg.maintain_interval_s,
     )
-    SubscriptionMetrics.for_registry(registry).follow(app.recorder, app.hub, app.inputs)
+    SubscriptionMetrics.for_registry(registry).follow(app.recorder, app.hub, app.inputs, app.on_resume_miss)
     return Deps(app, closers=tuple(closers), registry=registry, tracer_provider=tracer_provider)
 
 

@@ -8,6 +8,7 @@ every replica from the shared store, and live events from the replica's own :cla
 from __future__ import annotations
 
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,7 +19,7 @@ from meshcore import InvalidArgument, NotFound, ResourceExhausted, Unavailable
 from msgapi.config import RESERVED_SUBSCRIPTION_ID, parse_content_topic
 from msgapi.errors import MessagingError
 from msgstore.protocol import RecordStore
-from msgstore.types import Gap, Record, Subscription
+from msgstore.types import Event, Gap, Record, Subscription
 from services.subscription.app import SubscriptionApp
 from services.subscription.convert import event_to_proto, record_to_proto, subscription_to_proto
 from services.subscription.events import EventReader, RecordQuery, event_filter, list_records
@@ -31,6 +32,9 @@ SERVICE_NAME = "mailmesh.subscription.v1.SubscriptionService"
 _MAX_CONTENT_TOPICS = 100  # subscription.proto SubscribeRequest: 1 to 100
 _CHUNK = 100  # ListMessageRecordsResponse: at most 100 records each
 _MAX_WAIT_S = 60.0
+#: Recent events kept as protos: every live consumer of an event streams the same message, converted once
+#: (with 100 consumers the conversion was most of the service's CPU per delivered event; docs/benchmarks.md).
+_CONVERTED = 4096
 
 
 def _limit(value: int) -> int:
@@ -49,11 +53,23 @@ class SubscriptionServicer(subscription_pb2_grpc.SubscriptionServiceServicer):
         self._recorder = app.recorder
         self._messaging = app.messaging
         self._events = EventReader(app.recorder)
+        self._converted: OrderedDict[int, subscription_pb2.StreamEventsResponse] = OrderedDict()
 
     @property
     def _records(self) -> RecordStore:
         # Read per call: a store's parts exist only once it is open (the start hook opens it).
         return self._app.store.records
+
+    def _response(self, event: Event) -> subscription_pb2.StreamEventsResponse:
+        """``event`` as a StreamEventsResponse, converted once for all the consumers that stream it (the
+        messages are only read after this: gRPC serializes them per call)."""
+        response = self._converted.get(event.sequence)
+        if response is None:
+            response = subscription_pb2.StreamEventsResponse(event=event_to_proto(event))
+            self._converted[event.sequence] = response
+            if len(self._converted) > _CONVERTED:
+                self._converted.popitem(last=False)
+        return response
 
     def _ready(self) -> None:
         if not self._app.started:
@@ -179,7 +195,7 @@ class SubscriptionServicer(subscription_pb2_grpc.SubscriptionServiceServicer):
                         return
                     last = event.sequence
                     if flt.matches(event):
-                        yield subscription_pb2.StreamEventsResponse(event=event_to_proto(event))
+                        yield self._response(event)
             while True:
                 batch = await consumer.next_batch()
                 if consumer.overflowed:
@@ -193,7 +209,7 @@ class SubscriptionServicer(subscription_pb2_grpc.SubscriptionServiceServicer):
                 for event in batch:
                     if event.sequence > last:
                         last = event.sequence
-                        yield subscription_pb2.StreamEventsResponse(event=event_to_proto(event))
+                        yield self._response(event)
         finally:
             self._recorder.hub.unsubscribe(consumer)
 

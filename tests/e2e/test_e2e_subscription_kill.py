@@ -2,15 +2,19 @@
 edge peer, health), with a real wakunode RLPx peer posting envelopes, and SIGKILL mid-flight.
 
 One replica writes (the ``records/writer`` lease), the other serves the same records and events from the
-shared store. SIGKILL the writer while envelopes arrive: the other replica takes over within the lease TTL,
-its first edge stream replays the relay cache, and every envelope becomes a `received` (then `stored`)
-record. SIGKILL that one too, post while no replica runs, restart it: the envelopes posted meanwhile are
-recovered, and a consumer that resumes after its last sequence misses nothing and sees nothing twice.
+shared store. SIGKILL the writer while envelopes arrive: the other replica takes over within the lease TTL
+and its edge stream resumes exactly after the last envelope the dead writer committed (the position is
+committed with the records), and every envelope becomes a `received` (then `stored`) record. SIGKILL that
+one too, post while no replica runs, restart it: it resumes exactly again, the envelopes posted meanwhile
+are recovered, and a consumer that resumes after its last sequence misses nothing and sees nothing twice.
+With a relay cache too small to hold what arrived meanwhile, the restarted writer says so (a WARNING and
+``mailmesh_subscription_feed_resume_misses_total``) instead of losing envelopes silently.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -34,6 +38,28 @@ ALLOW: tuple[Allow, ...] = ()
 
 @pytest.fixture
 async def processes(tmp_path: Path) -> AsyncIterator[ProcessMesh]:
+    async with running_mesh(tmp_path, replicas=2) as mesh:
+        yield mesh
+
+
+#: The edge peer keeps this many envelopes for resumption in the small-cache mesh.
+SMALL_CACHE = 5
+MISSED = Allow(r"cannot resume after sequence \d+ of epoch", logger="services.subscription.followers")
+
+
+@pytest.fixture
+async def small_cache(tmp_path: Path) -> AsyncIterator[ProcessMesh]:
+    async with running_mesh(
+        tmp_path, replicas=1, edge={"EDGE_STREAM_REPLAY_ENVELOPES": str(SMALL_CACHE)}, allow=(MISSED,)
+    ) as mesh:
+        yield mesh
+
+
+@contextlib.asynccontextmanager
+async def running_mesh(
+    tmp_path: Path, *, replicas: int, edge: dict[str, str] | None = None, allow: tuple[Allow, ...] = ALLOW
+) -> AsyncIterator[ProcessMesh]:
+    """The whole mesh with ``replicas`` subscription processes on one store; quiet logs but ``allow``."""
     state = tmp_path / "state"
     state.mkdir()
     (state / "cursor.secret").write_text("11" * 32 + "\n")
@@ -52,11 +78,11 @@ async def processes(tmp_path: Path) -> AsyncIterator[ProcessMesh]:
             ["archive", "ingest", "history", "edge_peer", "health", "subscription"],
             ports=FreePorts(),
             state_dir=state,
-            replicas={"subscription": 2},
+            replicas={"subscription": replicas},
             env={
                 "archive": {"ARCHIVE_BACKEND": "sqlite"},
                 "ingest": {"INGEST_MIN_POW": "0"},
-                "edge_peer": {"EDGE_MIN_POW": "0"},
+                "edge_peer": {"EDGE_MIN_POW": "0", **(edge or {})},
                 "health": {
                     "HEALTH_MINIMALLY_HEALTHY_PEERS": "1",
                     "HEALTH_HEALTHY_PEERS": "1",
@@ -75,7 +101,7 @@ async def processes(tmp_path: Path) -> AsyncIterator[ProcessMesh]:
         codes = await mesh.stop_async(STOP_GRACE_S)
     bad = {name: code for name, code in codes.items() if code != 0 and name not in killed}
     assert not bad, f"services exited non-zero on SIGTERM: {bad}"
-    noisy = mesh.unexpected(ALLOW)
+    noisy = mesh.unexpected(allow)
     assert not noisy, "unexpected WARNING/ERROR lines:\n" + "\n".join(
         f"{name}: {line.text}" for name, lines in noisy.items() for line in lines
     )
@@ -138,13 +164,18 @@ async def test_sigkill_one_replica_then_both_loses_no_record_and_no_event(proces
         seen: dict[bytes, int] = {}
         await client.post(info.pubkey, batch[:10])
         await received_hashes(call, 5, seen)  # some of the first ten are recorded ...
+        exact = edge.metric("edge_stream_resumed_total")
         writer.stop(0, sig=signal.SIGKILL)  # ... and the writer dies mid-flight
         await client.post(info.pubkey, batch[10:20])
         last = await received_hashes(call, 20, seen)  # the other replica took over and caught up
         assert set(seen) == {e.hash for e in batch[:20]} and set(seen.values()) == {1}
+        # it continued exactly after the dead writer's last committed envelope (no relay-cache replay)
+        assert edge.metric("edge_stream_resumed_total") > exact
+        assert other.metric("mailmesh_subscription_feed_resume_misses_total", feed="edge") == 0
 
         other.stop(0, sig=signal.SIGKILL)  # now both are dead
         await client.post(info.pubkey, batch[20:])  # accepted by the edge peer while nobody follows it
+        exact = edge.metric("edge_stream_resumed_total")
         back = await asyncio.to_thread(restart, processes, other)
         resumed = stub(back).StreamEvents(
             pb.StreamEventsRequest(
@@ -155,6 +186,7 @@ async def test_sigkill_one_replica_then_both_loses_no_record_and_no_event(proces
         assert set(seen) == {e.hash for e in batch} and set(seen.values()) == {
             1
         }  # nothing missing, nothing twice
+        assert edge.metric("edge_stream_resumed_total") > exact  # after the committed position, exactly
         resumed.cancel()
 
         async def all_stored() -> bool:
@@ -169,5 +201,46 @@ async def test_sigkill_one_replica_then_both_loses_no_record_and_no_event(proces
                 break
             await asyncio.sleep(0.05)
         assert await all_stored(), "every record received and stored (archived the normal way)"
+    finally:
+        await client.stop()
+
+
+async def test_a_resume_past_the_relay_cache_is_reported_not_silent(small_cache: ProcessMesh) -> None:
+    (writer,) = small_cache.of_kind("subscription")
+    writer, _ = await subscribe_on_writer([writer])
+    edge = small_cache.of_kind("edge_peer")[0]
+    client = relay_client()
+    await client.start()
+    try:
+        info = await client.connect(_enode(edge))
+        batch = envelopes(3 + 4 * SMALL_CACHE, topic=TOPIC)
+        call = stub(writer).StreamEvents(
+            pb.StreamEventsRequest(
+                filter=pb.EventFilter(types=[pb.EVENT_TYPE_MESSAGE_RECEIVED]), after_sequence=0
+            )
+        )
+        seen: dict[bytes, int] = {}
+        await client.post(info.pubkey, batch[:3])
+        last = await received_hashes(call, 3, seen)
+        writer.stop(0, sig=signal.SIGKILL)
+        await client.post(info.pubkey, batch[3:])  # more than the edge peer keeps for resumption
+        for _ in range(600):  # a bounded wait until the edge peer accepted them all (not a timing claim)
+            if edge.metric("edge_stream_envelopes_published_total") >= len(batch):
+                break
+            await asyncio.sleep(0.05)
+        assert edge.metric("edge_stream_envelopes_published_total") >= len(batch)
+        back = await asyncio.to_thread(restart, small_cache, writer)
+        await asyncio.to_thread(
+            back.logs.wait_for, lambda line: "cannot resume after sequence 3 of epoch" in line.text, 30
+        )
+        assert back.metric("mailmesh_subscription_feed_resume_misses_total", feed="edge") == 1
+        resumed = stub(back).StreamEvents(
+            pb.StreamEventsRequest(
+                filter=pb.EventFilter(types=[pb.EVENT_TYPE_MESSAGE_RECEIVED]), after_sequence=last
+            )
+        )
+        await received_hashes(resumed, 3 + SMALL_CACHE, seen)  # what the cache still held arrives ...
+        assert set(seen) == {e.hash for e in batch[:3] + batch[-SMALL_CACHE:]}  # ... the rest is reported
+        resumed.cancel()
     finally:
         await client.stop()

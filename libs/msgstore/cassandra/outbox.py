@@ -5,7 +5,10 @@
   and never deleted (TTL); ``outbox_shards.watermark_day`` is the oldest day that may still hold an open
   request, so a new owner's ``open_requests`` reads a few day partitions, not the whole retention.
 - ``outbox_changes`` is each shard's change log in partitions of 1,024 sequences; the shard row's
-  ``last_seq`` says where the log ends, and a new owner continues at ``last_seq + 1``.
+  ``last_seq`` says where the log ends, and a new owner continues at ``last_seq + 1``. Each change carries
+  its predecessor's time (``prev_at``) and the shard row its last change's (``last_at``): a reader that sees
+  the shard row before the change row of the same batch (a batch is not isolated) waits for it instead of
+  reporting a gap (:mod:`msgstore.replay`).
 
 Fencing here is by the lease's expiry only (``check_lease`` with the safety margin): a conditional write
 per save would put a Paxos round on every attempt. A save is one LOGGED batch (document, index row, change,
@@ -51,6 +54,7 @@ class CassandraOutbox:
         self.shards = settings.shards
         self._ttl = int(settings.outbox_retention)
         self._last_seq: dict[tuple[int, int], int] = {}  # (shard, epoch) → last sequence this owner wrote
+        self._last_at: dict[tuple[int, int], float | None] = {}  # … and when
 
     def _rows(self, entry: OutboxEntry) -> list[tuple[str, tuple[object, ...]]]:
         shard = shard_of(entry.request_id, self.shards)
@@ -155,30 +159,34 @@ class CassandraOutbox:
         check_lease(lease, self._settings.lease_margin, now)
         key = (shard, lease.epoch)
         if key not in self._last_seq:
-            self._last_seq[key] = await self._shard_last(shard)
+            self._last_seq[key], self._last_at[key], _ = await self._shard_meta(shard)
         saved = dataclasses.replace(entry, sequence=self._last_seq[key] + 1)
         change_ttl = int(self._settings.change_retention) + 60
         await self._cql.logged(
             [
                 *self._rows(saved),
                 (
-                    "INSERT INTO {ks}.outbox_changes (shard, bucket, seq, changed_at, message_hash, body) "
-                    "VALUES (?, ?, ?, ?, ?, ?) USING TTL ?",
+                    "INSERT INTO {ks}.outbox_changes (shard, bucket, seq, changed_at, prev_at, message_hash, "
+                    "body) VALUES (?, ?, ?, ?, ?, ?, ?) USING TTL ?",
                     (
                         shard,
                         saved.sequence // CHANGE_BUCKET,
                         saved.sequence,
                         now,
+                        self._last_at.get(key),
                         saved.message_hash,
                         encode_entry(saved),
                         change_ttl,
                     ),
                 ),
-                ("UPDATE {ks}.outbox_shards SET last_seq = ? WHERE shard = ?", (saved.sequence, shard)),
+                (
+                    "UPDATE {ks}.outbox_shards SET last_seq = ?, last_at = ? WHERE shard = ?",
+                    (saved.sequence, now, shard),
+                ),
             ],
             "save send request",
         )
-        self._last_seq[key] = saved.sequence
+        self._last_seq[key], self._last_at[key] = saved.sequence, now
         return saved
 
     async def save_many(
@@ -202,14 +210,14 @@ class CassandraOutbox:
         await asyncio.gather(*(shard_saves(indexes) for indexes in by_shard.values()))
         return [o for o in out if o is not None]
 
-    async def _shard_meta(self, shard: int) -> tuple[int, int | None]:
+    async def _shard_meta(self, shard: int) -> tuple[int, float | None, int | None]:
+        """(last sequence, when it was written, watermark day) of ``shard``."""
         rows = await self._cql.rows(
-            "SELECT last_seq, watermark_day FROM {ks}.outbox_shards WHERE shard = ?", (shard,), "read shard"
+            "SELECT last_seq, last_at, watermark_day FROM {ks}.outbox_shards WHERE shard = ?",
+            (shard,),
+            "read shard",
         )
-        return (rows[0][0] or 0, rows[0][1]) if rows else (0, None)
-
-    async def _shard_last(self, shard: int) -> int:
-        return (await self._shard_meta(shard))[0]
+        return (rows[0][0] or 0, rows[0][1], rows[0][2]) if rows else (0, None, None)
 
     async def _index_days(
         self, shard: int, first: int, last: int
@@ -239,7 +247,7 @@ class CassandraOutbox:
             raise ValueError(f"lease {lease.name} does not own shard {shard}")
         check_lease(lease, self._settings.lease_margin, now)
         today = day_of(now)
-        _, watermark = await self._shard_meta(shard)
+        *_, watermark = await self._shard_meta(shard)
         first = watermark if watermark is not None else day_of(now - self._settings.outbox_retention)
         days = await self._index_days(shard, min(first, today - 1), today + 1)
         open_ids = [(at, rid) for _, rows in days for at, rid, is_open, _, _ in rows if is_open]
@@ -255,8 +263,8 @@ class CassandraOutbox:
 
     async def head(self, *, now: float) -> bytes:
         """Each shard's last sequence (its ``outbox_shards`` row), as a position."""
-        lasts = await asyncio.gather(*(self._shard_last(s) for s in range(self.shards)))
-        return ResumePosition(tuple(lasts)).encode()
+        metas = await asyncio.gather(*(self._shard_meta(s) for s in range(self.shards)))
+        return ResumePosition(tuple(last for last, _, _ in metas)).encode()
 
     async def changes_after(self, position: bytes, limit: int, *, now: float) -> OutboxChanges:
         """Retained changes after ``position``, merged across shards."""
@@ -264,30 +272,42 @@ class CassandraOutbox:
             raise ValueError("limit must be at least 1")
         start = ResumePosition.decode(position, self.shards)
         cutoff = now - self._settings.change_retention
-        lasts = await asyncio.gather(*(self._shard_last(s) for s in range(self.shards)))
+        # The shard rows first, then the changes: msgstore.replay tells a change still being written from
+        # one past retention by the times the rows carry.
+        metas = await asyncio.gather(*(self._shard_meta(s) for s in range(self.shards)))
+        lasts = [last for last, _, _ in metas]
         per_shard = await asyncio.gather(
             *(self._shard_changes(s, start.sequences[s], lasts[s], cutoff, limit) for s in range(self.shards))
         )
-        return merge_changes(start, per_shard, lasts, limit)
+        return merge_changes(
+            start,
+            [[c for c, _ in changes] for changes in per_shard],
+            lasts,
+            limit,
+            cutoff=cutoff,
+            last_times=[at for _, at, _ in metas],
+            prev_times=[[at for _, at in changes] for changes in per_shard],
+        )
 
     async def _shard_changes(
         self, shard: int, after: int, last: int, cutoff: float, limit: int
-    ) -> list[OutboxChange]:
-        docs: list[tuple[int, float, bytes, bytes]] = []
+    ) -> list[tuple[OutboxChange, float | None]]:
+        """Retained changes of ``shard`` after ``after`` with their predecessors' times."""
+        docs: list[tuple[int, float, float | None, bytes, bytes]] = []
         bucket = (after + 1) // CHANGE_BUCKET
         while after < last and len(docs) < limit and bucket <= last // CHANGE_BUCKET:
             rows = await self._cql.rows(
-                "SELECT seq, changed_at, message_hash, body FROM {ks}.outbox_changes "
+                "SELECT seq, changed_at, prev_at, message_hash, body FROM {ks}.outbox_changes "
                 "WHERE shard = ? AND bucket = ? AND seq > ? LIMIT ?",
                 (shard, bucket, after, limit - len(docs)),
                 "read outbox changes",
             )
             docs += [tuple(r) for r in rows if r[1] > cutoff]
             bucket += 1
-        payloads = await self._payloads.get([h for _, _, h, _ in docs])
+        payloads = await self._payloads.get([h for _, _, _, h, _ in docs])
         return [
-            OutboxChange(shard, seq, at, decode_entry(body, payloads.get(h, b"")))
-            for seq, at, h, body in docs
+            (OutboxChange(shard, seq, at, decode_entry(body, payloads.get(h, b""))), prev_at)
+            for seq, at, prev_at, h, body in docs
         ]
 
     async def list(

@@ -8,6 +8,8 @@ instead of being refused. The writer itself is :mod:`msgstore.cassandra.writer`.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 from msgstore.cassandra.listings import SUBSCRIPTION, TOPIC, Listings
@@ -26,7 +28,8 @@ from msgstore.types import Event, EventType, Gap, Lease, Record, Subscription
 
 __all__ = ["CassandraRecords"]
 
-_HEAD = "SELECT last_seq, last_event FROM {ks}.event_heads WHERE part = 0 LIMIT 1"
+_HEAD = "SELECT last_seq, last_event, last_at FROM {ks}.event_heads WHERE part = 0 LIMIT 1"
+_GROUP = 50  # keys per IN read
 Stmt = tuple[str, tuple[Any, ...]]
 
 
@@ -39,14 +42,14 @@ class CassandraRecords:
         self._settings = settings
         self.listings = Listings(cql, payloads)
 
-    async def _head(self) -> tuple[int, int]:
+    async def _head(self) -> tuple[int, int, float | None]:
         rows = await self._cql.rows(_HEAD, (), "read event head")
-        return (rows[0][0], rows[0][1]) if rows else (0, 0)
+        return (rows[0][0], rows[0][1], rows[0][2]) if rows else (0, 0, None)
 
     async def writer(self, lease: Lease, *, now: float) -> CassandraRecordWriter:
         """A writer numbering above the head and above the lease epoch's floor."""
         check_lease(lease, self._settings.lease_margin, now)
-        last_seq, last_event = await self._head()
+        last_seq, last_event, last_at = await self._head()
         return CassandraRecordWriter(
             self._cql,
             self._payloads,
@@ -55,6 +58,7 @@ class CassandraRecords:
             lease,
             first_sequence(lease.epoch, last_seq),
             last_event,
+            last_at,
         )
 
     async def get(self, message_hash: bytes) -> Record | None:
@@ -83,6 +87,30 @@ class CassandraRecords:
         """Records received on ``subscription_id`` by (created_at, hash)."""
         return await self.listings.page(SUBSCRIPTION, subscription_id, skip, take)
 
+    async def by_envelope(self, envelope_hashes: Sequence[bytes]) -> list[Record]:
+        """The records carrying these envelope hashes (``records_by_envelope``)."""
+        keys = sorted({h for h in envelope_hashes if h})
+        groups = [keys[i : i + _GROUP] for i in range(0, len(keys), _GROUP)]
+        found = await asyncio.gather(
+            *(
+                self._cql.rows(
+                    "SELECT message_hash FROM {ks}.records_by_envelope WHERE envelope_hash IN ?",
+                    (g,),
+                    "read envelope index",
+                )
+                for g in groups
+            )
+        )
+        hashes = list(dict.fromkeys(h for rows in found for (h,) in rows))
+        return await self.listings.records(hashes)
+
+    async def position(self, name: str) -> bytes | None:
+        """The resume position committed under ``name``."""
+        rows = await self._cql.rows(
+            "SELECT value FROM {ks}.positions WHERE name = ?", (name,), "read position"
+        )
+        return bytes(rows[0][0]) if rows and rows[0][0] is not None else None
+
     async def get_subscription(self, subscription_id: str) -> Subscription | None:
         """One subscription."""
         rows = await self._cql.rows(
@@ -106,30 +134,30 @@ class CassandraRecords:
         if limit < 1:
             raise ValueError("limit must be at least 1")
         cutoff = now - self._settings.event_retention
-        _, last_event = await self._head()
+        _, last_event, last_at = await self._head()  # before the events: see msgstore.replay
         buckets = await self._cql.rows(
             "SELECT bucket FROM {ks}.event_buckets WHERE part = 0 AND bucket >= ?",
             (bucket_of(sequence + 1),),
             "read event buckets",
         )
-        found: list[tuple[int, int, int, float, bytes | None, bytes]] = []
+        found: list[tuple[int, int, float | None, int, float, bytes | None, bytes]] = []
         for (bucket,) in buckets:
             rows = await self._cql.rows(
-                "SELECT seq, prev, type, emitted_at, message_hash, body FROM {ks}.events "
+                "SELECT seq, prev, prev_at, type, emitted_at, message_hash, body FROM {ks}.events "
                 "WHERE bucket = ? AND seq > ? LIMIT ?",
                 (bucket, sequence, limit),
                 "read events",
             )
-            found += [tuple(r) for r in rows if r[3] > cutoff]
+            found += [tuple(r) for r in rows if r[4] > cutoff]
             if len(found) >= limit:
                 break
         found = found[:limit]
         payloads = await self._payloads.get([h for *_, h, _ in found if h is not None])
         stored = [
-            (_event(seq, kind, at, body, payloads.get(h or b"")), prev)
-            for seq, prev, kind, at, h, body in found
+            (_event(seq, kind, at, body, payloads.get(h or b"")), prev, prev_at)
+            for seq, prev, prev_at, kind, at, h, body in found
         ]
-        return event_page(sequence, stored, last_event)
+        return event_page(sequence, stored, last_event, last_at=last_at, cutoff=cutoff)
 
     async def head(self) -> int:
         """The greatest sequence allocated."""

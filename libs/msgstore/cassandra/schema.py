@@ -52,10 +52,28 @@ _TABLES_2 = {
     "members": "(grp text, member text, address text, expires_at double, PRIMARY KEY (grp, member))",
 }
 
-#: Tables holding data (tests TRUNCATE these between cases).
-DATA_TABLES = (*_TABLES, *_TABLES_2)
+#: Added by migration 3.
+_TABLES_3 = {
+    # Records by Waku v1 envelope hash (several records may carry one), TTL'd with the record.
+    "records_by_envelope": "(envelope_hash blob, message_hash blob, "
+    "PRIMARY KEY (envelope_hash, message_hash))",
+    # Where the records writer is in each input it follows (edge feeds, send changes, served history).
+    "positions": "(name text PRIMARY KEY, value blob, updated_at double)",
+}
+#: Columns added by migration 3: each log entry carries its predecessor's time and each log head its last
+#: entry's, so a reader tells an entry still being written from one past retention (msgstore.replay).
+_COLUMNS_3 = {
+    "events": ("prev_at double",),
+    "event_heads": ("last_at double",),
+    "outbox_changes": ("prev_at double",),
+    "outbox_shards": ("last_at double",),
+}
 
-#: (version, description, statements with ``{ks}`` for the keyspace).
+#: Tables holding data (tests TRUNCATE these between cases).
+DATA_TABLES = (*_TABLES, *_TABLES_2, *_TABLES_3)
+
+#: (version, description, statements with ``{ks}`` for the keyspace). ``ADD IF NOT EXISTS`` (Cassandra 5.0)
+#: keeps a migration that stopped half-way repeatable.
 MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     (
         1,
@@ -66,6 +84,16 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
         2,
         "messaging: group members (send replicas' heartbeats and addresses)",
         tuple(f"CREATE TABLE IF NOT EXISTS {{ks}}.{name} {cols}" for name, cols in _TABLES_2.items()),
+    ),
+    (
+        3,
+        "messaging: records by envelope, input positions, predecessor times of log entries",
+        tuple(f"CREATE TABLE IF NOT EXISTS {{ks}}.{name} {cols}" for name, cols in _TABLES_3.items())
+        + tuple(
+            f"ALTER TABLE {{ks}}.{table} ADD IF NOT EXISTS {column}"
+            for table, columns in _COLUMNS_3.items()
+            for column in columns
+        ),
     ),
 )
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -1,15 +1,19 @@
 """The single records writer on Cassandra: a commit as LOGGED batches, records before their events.
 
-A commit's statements go in order — each record's rows (document, request-id row, new listing rows), then
-the events in sequence order, then this epoch's head row — packed into LOGGED batches of at most
-:data:`BATCH_BYTES` (Cassandra refuses batches above ``batch_size_fail_threshold``, 50 KiB by default in
-``cassandra.yaml``; the warning threshold is lower). A record's rows never straddle two batches, and the
-row counts of the listing buckets a batch adds to travel in that batch, so counts and listing rows change
-together. Batches are sent one after the other, each once the previous one was acknowledged: an event
-is never visible before the record state it reports, and events become visible in sequence order. A
-typical commit (one record, a few events) is one batch, atomic as a whole; a crash between the batches
-of a large commit leaves record states whose events were not written — the caller's retry (idempotent
-upserts) writes them under new sequences.
+A commit's statements go in order — each record's rows (document, request-id row, envelope-index row, new
+listing rows), then the events in sequence order, then this epoch's head row and the positions of the
+inputs the commit covers — packed into LOGGED batches of at most :data:`BATCH_BYTES` (Cassandra refuses
+batches above ``batch_size_fail_threshold``, 50 KiB by default in ``cassandra.yaml``; the warning threshold
+is lower). A record's rows never straddle two batches, and the row counts of the listing buckets a batch
+adds to travel in that batch, so counts and listing rows change together. Batches are sent one after the
+other, each once the previous one was acknowledged, so across batches an event is never visible before
+the record state it reports. Inside one batch Cassandra applies the partitions in no particular order
+(atomic, not isolated): a reader may see the head row, or a later event, before an event of the same
+batch; every event therefore carries its predecessor's time and the head row its last event's, and
+readers stop before such an event instead of reporting a gap (:mod:`msgstore.replay`). A typical commit
+(one record, a few events) is one batch, atomic as a whole; a crash between the batches of a large commit
+leaves record states whose events were not written — the caller's retry (idempotent upserts) writes them
+under new sequences.
 
 Payloads go first, outside the batches (:mod:`msgstore.cassandra.payloads`). Fencing: see
 :mod:`msgstore.cassandra.records`.
@@ -17,8 +21,9 @@ Payloads go first, outside the batches (:mod:`msgstore.cassandra.payloads`). Fen
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from msgstore.allocation import StoredEvent, allocate
@@ -52,12 +57,13 @@ def _size(stmt: Stmt) -> int:
 def _event_row(stored: StoredEvent, ttl: int) -> Stmt:
     e = stored.event
     return (
-        "INSERT INTO {ks}.events (bucket, seq, prev, type, emitted_at, message_hash, body) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?) USING TTL ?",
+        "INSERT INTO {ks}.events (bucket, seq, prev, prev_at, type, emitted_at, message_hash, body) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?",
         (
             bucket_of(e.sequence),
             e.sequence,
             stored.prev,
+            stored.prev_at,
             int(e.type),
             e.emitted_at,
             None if e.record is None else e.record.message_hash,
@@ -86,6 +92,7 @@ class CassandraRecordWriter:
         lease: Lease,
         next_sequence: int,
         last_event: int,
+        last_event_at: float | None = None,
     ) -> None:
         self._cql = cql
         self._payloads = payloads
@@ -94,6 +101,7 @@ class CassandraRecordWriter:
         self.lease = lease
         self._next = next_sequence
         self._last_event = last_event
+        self._last_event_at = last_event_at
         self._counts: dict[Slot, int] = {}  # rows per listing bucket, as last written by this writer
 
     def update_lease(self, lease: Lease) -> None:
@@ -134,6 +142,14 @@ class CassandraRecordWriter:
                     (r.request_id, r.message_hash, ttl),
                 )
             )
+        if r.envelope_hash and (prev is None or prev.envelope_hash != r.envelope_hash):
+            stmts.append(
+                (
+                    "INSERT INTO {ks}.records_by_envelope (envelope_hash, message_hash) VALUES (?, ?) "
+                    "USING TTL ?",
+                    (r.envelope_hash, r.message_hash, ttl),
+                )
+            )
         known = set(prev.subscription_ids) if prev else set()
         new = [] if prev else [(TOPIC, r.message.content_topic)]
         new += [(SUBSCRIPTION, s) for s in dict.fromkeys(r.subscription_ids) if s not in known]
@@ -159,10 +175,23 @@ class CassandraRecordWriter:
         self._counts.update(counts)
 
     async def commit(
-        self, records: Sequence[Record], events: Sequence[EventDraft], *, now: float
+        self,
+        records: Sequence[Record],
+        events: Sequence[EventDraft],
+        *,
+        now: float,
+        positions: Mapping[str, bytes] | None = None,
     ) -> Committed:
-        """Records, their listing rows and their events, in as few logged batches as fit."""
+        """Records, their listing rows and their events, in as few logged batches as fit; the inputs'
+        positions in the last one, with the head row."""
         check_lease(self.lease, self._settings.lease_margin, now)
+        position_rows: list[Stmt] = [
+            ("INSERT INTO {ks}.positions (name, value, updated_at) VALUES (?, ?, ?)", (name, value, now))
+            for name, value in (positions or {}).items()
+        ]
+        if not records and not events:
+            await self._flush(position_rows, [], now)
+            return Committed([], [])
         previous = await self._listings.records([r.message_hash for r in records], payloads=False)
         before = {r.message_hash: r for r in previous}
         fixed = [
@@ -172,7 +201,13 @@ class CassandraRecordWriter:
             for r in records
         ]
         plan = allocate(
-            self.lease, fixed, events, next_sequence=self._next, last_event=self._last_event, now=now
+            self.lease,
+            fixed,
+            events,
+            next_sequence=self._next,
+            last_event=self._last_event,
+            now=now,
+            last_event_at=self._last_event_at,
         )
         await self._payloads.put(
             [(r.message_hash, r.message.payload) for r in plan.records if r.message_hash not in before]
@@ -180,6 +215,10 @@ class CassandraRecordWriter:
         units: list[tuple[list[Stmt], list[Slot]]] = [
             self._record_rows(r, before.get(r.message_hash), now) for r in plan.records
         ]
+        # the row counts of every listing bucket this commit adds to, read at once rather than one round
+        # trip per bucket as the batches are packed (seeding 1 M records: ~100 → see docs/benchmarks.md)
+        unknown = {slot for _, unit_slots in units for slot in unit_slots if slot not in self._counts}
+        await asyncio.gather(*(self._count(slot) for slot in unknown))
         event_ttl = int(self._settings.event_retention) + 60
         units += [([_event_row(stored, event_ttl)], []) for stored in plan.events]
         tail: list[Stmt] = [
@@ -188,11 +227,12 @@ class CassandraRecordWriter:
         ]
         tail.append(
             (
-                "INSERT INTO {ks}.event_heads (part, epoch, last_seq, last_event) VALUES (0, ?, ?, ?)",
-                (self.lease.epoch, plan.next_sequence - 1, plan.last_event),
+                "INSERT INTO {ks}.event_heads (part, epoch, last_seq, last_event, last_at) "
+                "VALUES (0, ?, ?, ?, ?)",
+                (self.lease.epoch, plan.next_sequence - 1, plan.last_event, plan.last_event_at),
             )
         )
-        units.append((tail, []))
+        units.append((tail + position_rows, []))
         batch: list[Stmt] = []
         slots: list[Slot] = []
         size = 0
@@ -206,6 +246,7 @@ class CassandraRecordWriter:
             size += unit_size
         await self._flush(batch, slots, now)
         self._next, self._last_event = plan.next_sequence, plan.last_event
+        self._last_event_at = plan.last_event_at
         return Committed(plan.records, [s.event for s in plan.events])
 
     async def append(self, events: Sequence[EventDraft], *, now: float) -> list[int]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dbkit.sqlite.migrations import in_transaction
@@ -25,6 +25,7 @@ from msgstore.sequencing import first_sequence
 from msgstore.settings import check_lease
 from msgstore.sqlite.leases import lease_is_current
 from msgstore.sqlite.outbox import put_payload
+from msgstore.sqlite.schema import ENVELOPE_KEY
 from msgstore.types import Event, EventDraft, EventType, Gap, Lease, Record, Subscription
 
 if TYPE_CHECKING:
@@ -33,7 +34,29 @@ if TYPE_CHECKING:
 __all__ = ["SqliteRecordWriter", "SqliteRecords"]
 
 _RECORD = "SELECT r.body, p.payload FROM records r JOIN payloads p ON p.message_hash = r.message_hash "
+#: The statements of the record reads, by name (their query plans are checked by the SQLite tests: each must
+#: search an index; a scan of the records is a full read of the file).
+BY_HASH = _RECORD + "WHERE r.message_hash = ?"
+#: ``request_id != ''`` repeats the partial index's condition (``records_request``): without it the planner
+#: cannot prove that ``?`` is not empty and scans every record (1 M records: seconds per call).
+BY_REQUEST = _RECORD + "WHERE r.request_id = ? AND r.request_id != '' LIMIT 1"
 _HEAD = "SELECT coalesce(max(last_seq), 0), coalesce(max(last_event), 0) FROM event_heads"
+#: A listing page: the keys are paged on the covering index alone (OFFSET passes index entries, not record
+#: documents and payloads), then only the page's rows are read.
+_PAGE = (
+    "SELECT r.body, p.payload FROM ({keys}) k JOIN records r ON r.message_hash = k.message_hash "
+    "JOIN payloads p ON p.message_hash = k.message_hash ORDER BY k.created_at, k.message_hash"
+)
+TOPIC_PAGE = _PAGE.format(
+    keys="SELECT message_hash, created_at FROM records WHERE content_topic = ? "
+    "ORDER BY created_at, message_hash LIMIT ? OFFSET ?"
+)
+SUBSCRIPTION_PAGE = _PAGE.format(
+    keys="SELECT message_hash, created_at FROM records_by_subscription WHERE subscription_id = ? "
+    "ORDER BY created_at, message_hash LIMIT ? OFFSET ?"
+)
+BY_ENVELOPES = _RECORD + f"WHERE {ENVELOPE_KEY} IN ({{marks}})"
+_IN_CHUNK = 500  # below SQLite's default limit of 999 bound parameters per statement (before 3.32)
 
 
 class SqliteRecords:
@@ -63,14 +86,14 @@ class SqliteRecords:
 
     async def get(self, message_hash: bytes) -> Record | None:
         """The record of ``message_hash``."""
-        rows = await self._records(_RECORD + "WHERE r.message_hash = ?", (message_hash,))
+        rows = await self._records(BY_HASH, (message_hash,))
         return rows[0] if rows else None
 
     async def get_by_request(self, request_id: str) -> Record | None:
         """The record of ``request_id``."""
         if not request_id:
             return None
-        rows = await self._records(_RECORD + "WHERE r.request_id = ? LIMIT 1", (request_id,))
+        rows = await self._records(BY_REQUEST, (request_id,))
         return rows[0] if rows else None
 
     async def list_by_topic(self, content_topic: str, skip: int | None, take: int | None) -> list[Record]:
@@ -78,10 +101,7 @@ class SqliteRecords:
         offset, limit = window(skip, take)
         if limit == 0:
             return []
-        return await self._records(
-            _RECORD + "WHERE r.content_topic = ? ORDER BY r.created_at, r.message_hash LIMIT ? OFFSET ?",
-            (content_topic, -1 if limit is None else limit, offset),
-        )
+        return await self._records(TOPIC_PAGE, (content_topic, -1 if limit is None else limit, offset))
 
     async def list_by_subscription(
         self, subscription_id: str, skip: int | None, take: int | None
@@ -91,12 +111,27 @@ class SqliteRecords:
         if limit == 0:
             return []
         return await self._records(
-            "SELECT r.body, p.payload FROM records_by_subscription s "
-            "JOIN records r ON r.message_hash = s.message_hash "
-            "JOIN payloads p ON p.message_hash = s.message_hash "
-            "WHERE s.subscription_id = ? ORDER BY s.created_at, s.message_hash LIMIT ? OFFSET ?",
-            (subscription_id, -1 if limit is None else limit, offset),
+            SUBSCRIPTION_PAGE, (subscription_id, -1 if limit is None else limit, offset)
         )
+
+    async def by_envelope(self, envelope_hashes: Sequence[bytes]) -> list[Record]:
+        """The records carrying these envelope hashes (index ``records_envelope``)."""
+        keys = sorted({h.hex() for h in envelope_hashes if h})
+        found: list[Record] = []
+        for start in range(0, len(keys), _IN_CHUNK):
+            chunk = keys[start : start + _IN_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            found += await self._records(BY_ENVELOPES.format(marks=marks), tuple(chunk))
+        return found
+
+    async def position(self, name: str) -> bytes | None:
+        """The resume position committed under ``name``."""
+
+        def job(conn: sqlite3.Connection) -> bytes | None:
+            row = conn.execute("SELECT value FROM positions WHERE name = ?", (name,)).fetchone()
+            return None if row is None else bytes(row[0])
+
+        return await self._store.read(job, "read position")
 
     async def get_subscription(self, subscription_id: str) -> Subscription | None:
         """One subscription."""
@@ -131,7 +166,10 @@ class SqliteRecords:
                 "WHERE e.seq > ? AND e.emitted_at > ? ORDER BY e.seq LIMIT ?",
                 (sequence, cutoff, limit),
             ).fetchall()
-            return event_page(sequence, [(_event(*row[:1], *row[2:]), row[1]) for row in rows], last_event)
+            # One transaction is visible whole or not at all: a missing event can only be gone (no times).
+            return event_page(
+                sequence, [(_event(*row[:1], *row[2:]), row[1], None) for row in rows], last_event
+            )
 
         return await self._store.read(job, "read events")
 
@@ -173,15 +211,27 @@ class SqliteRecordWriter:
             raise LeaseLost(self.lease.name, self.lease.epoch, "taken over by another writer")
 
     async def commit(
-        self, records: Sequence[Record], events: Sequence[EventDraft], *, now: float
+        self,
+        records: Sequence[Record],
+        events: Sequence[EventDraft],
+        *,
+        now: float,
+        positions: Mapping[str, bytes] | None = None,
     ) -> Committed:
-        """Records, their index rows and their events in one transaction."""
+        """Records, their index rows, their events and the inputs' positions in one transaction."""
         check_lease(self.lease, self._store.settings.lease_margin, now)
         settings = self._store.settings
 
         def job(conn: sqlite3.Connection) -> Committed:
             def body() -> Committed:
                 self._fence(conn, now)
+                conn.executemany(
+                    "INSERT INTO positions (name, value, updated_at) VALUES (?, ?, ?) ON CONFLICT (name) "
+                    "DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                    [(name, value, now) for name, value in (positions or {}).items()],
+                )
+                if not records and not events:
+                    return Committed([], [])
                 fixed = [_keep_created(conn, r) for r in records]
                 plan = allocate(
                     self.lease, fixed, events, next_sequence=self._next, last_event=self._last_event, now=now

@@ -13,7 +13,10 @@ from dbkit.errors import DbError, DbSchemaError, DbUnavailable
 from dbkit.sqlite.migrations import Migration
 from msgstore.errors import MsgStoreError, SchemaError, StoreUnavailable
 
-__all__ = ["FINAL_STATES", "MIGRATIONS", "translate"]
+__all__ = ["ENVELOPE_KEY", "FINAL_STATES", "MIGRATIONS", "translate"]
+
+#: The envelope hash (hex) inside a record document, as an indexable expression (``records_envelope``).
+ENVELOPE_KEY = "json_extract(CAST(body AS TEXT), '$.envelope')"
 
 #: SendState values that end a request (SUCCEEDED, FAILED, CANCELED), spelled out for the partial index.
 FINAL_STATES = "(6, 7, 8)"
@@ -78,6 +81,18 @@ MIGRATIONS: tuple[Migration, ...] = (
             """CREATE TABLE members (
                 grp TEXT NOT NULL, member TEXT NOT NULL, address TEXT NOT NULL, expires_at REAL NOT NULL,
                 PRIMARY KEY (grp, member)
+            ) WITHOUT ROWID""",
+        ),
+    ),
+    Migration(
+        3,
+        "messaging: records by envelope hash, resume positions of the records writer's inputs",
+        (
+            # The record document's "envelope" (hex; msgstore.codec) indexed as it is: every record, old
+            # ones included, is found by envelope hash without a second copy of the key.
+            f"CREATE INDEX records_envelope ON records ({ENVELOPE_KEY})",
+            """CREATE TABLE positions (
+                name TEXT PRIMARY KEY, value BLOB NOT NULL, updated_at REAL NOT NULL
             ) WITHOUT ROWID""",
         ),
     ),

@@ -152,6 +152,10 @@ class FakeHistory(history_pb2_grpc.HistoryQueryServiceServicer):
         await context.abort(grpc.StatusCode.UNIMPLEMENTED, "fake")
         raise AssertionError("unreachable")
 
+    async def WatchServed(self, request: Any, context: Any) -> AsyncIterator[history_pb2.WatchServedResponse]:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "fake")
+        yield history_pb2.WatchServedResponse()  # unreachable: makes this an async generator
+
 
 async def start_fake(
     servicer: Any, add: Callable[[Any, grpc.aio.Server], None], port: int = 0

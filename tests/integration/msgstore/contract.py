@@ -1,11 +1,15 @@
 """The storage contract every Messaging API store backend passes (docs/messaging-store.md).
 
-Bind it by subclassing :class:`MsgStoreContract` in a ``test_*`` module and providing one fixture::
+Bind it by subclassing :class:`MsgStoreContract` in a ``test_*`` module and providing two fixtures::
 
     class TestMyStore(MsgStoreContract):
         @pytest.fixture
         async def make_store(self, ...) -> AsyncIterator[StoreFactory]:
             ...  # yield an async factory opening a store on this test's own, initially empty location
+
+        @pytest.fixture
+        def interleave(self) -> Interleave:
+            ...  # run an observer at every state a reader can see while a write is applied
 
 ``make_store(settings)`` opens (and the binding closes at teardown) a store on the *same* location every time
 it is called within one test: a second call is a second replica, a call after ``close()`` is a restart.
@@ -20,14 +24,24 @@ import pytest
 
 from msgstore.protocol import MsgStore
 from tests.integration.msgstore.contract_data import SETTINGS, SHARDS, T0, TTL, StoreFactory
+from tests.integration.msgstore.contract_logs import Interleave, LogContract, Observer
 from tests.integration.msgstore.contract_outbox import OutboxContract
 from tests.integration.msgstore.contract_records import RecordContract
 from tests.integration.msgstore.contract_send import MembershipContract, OutboxBatchContract
 
-__all__ = ["SETTINGS", "SHARDS", "T0", "TTL", "MsgStoreContract", "StoreFactory"]
+__all__ = [
+    "SETTINGS",
+    "SHARDS",
+    "T0",
+    "TTL",
+    "Interleave",
+    "MsgStoreContract",
+    "Observer",
+    "StoreFactory",
+]
 
 
-class MsgStoreContract(OutboxContract, OutboxBatchContract, MembershipContract, RecordContract):
+class MsgStoreContract(OutboxContract, OutboxBatchContract, MembershipContract, RecordContract, LogContract):
     """Behaviour every backend must have."""
 
     @pytest.fixture

@@ -6,7 +6,8 @@ shared and never touched); every test starts from empty tables (TRUNCATE).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
@@ -21,7 +22,15 @@ from msgstore.settings import StoreSettings
 from msgstore.sharding import DAY_S, day_of, shard_of
 from msgstore.types import SendState
 from tests.integration.archive import cassandra_fixtures as cf
-from tests.integration.msgstore.contract import SETTINGS, SHARDS, T0, MsgStoreContract, StoreFactory
+from tests.integration.msgstore.contract import (
+    SETTINGS,
+    SHARDS,
+    T0,
+    Interleave,
+    MsgStoreContract,
+    Observer,
+    StoreFactory,
+)
 from tests.integration.msgstore.contract_data import advanced, entry, record, shard_lease, writer_of
 from tools.cassandra import ctl
 
@@ -69,6 +78,31 @@ class TestCassandraContract(MsgStoreContract):
         yield factory
         for store in opened:
             await store.close()
+
+    @pytest.fixture
+    def interleave(self, monkeypatch: pytest.MonkeyPatch) -> Interleave:
+        """Apply every LOGGED batch one statement at a time, last statement first, observing between
+        them: Cassandra applies a batch's partitions in no set order (atomic, not isolated), so any of
+        these states can be what a concurrent reader sees."""
+
+        @contextlib.asynccontextmanager
+        async def split_batches(store: MsgStore, observe: Observer) -> AsyncIterator[None]:
+            assert isinstance(store, CassandraMsgStore)
+            cql = store._cql  # the statement layer under every part (test seam)
+            assert cql is not None
+
+            async def one_by_one(statements: Sequence[tuple[str, Sequence[Any]]], what: str) -> None:
+                for statement in reversed(statements):
+                    await cql.execute([statement], what)
+                    await observe()
+
+            monkeypatch.setattr(cql, "logged", one_by_one)
+            try:
+                yield
+            finally:
+                monkeypatch.undo()
+
+        return split_batches
 
 
 async def test_factory_builds_a_cassandra_store(

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
+import sqlite3
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -14,9 +17,10 @@ from msgstore.factory import create_store
 from msgstore.protocol import MsgStore
 from msgstore.settings import StoreSettings
 from msgstore.sharding import shard_of
+from msgstore.sqlite import records
 from msgstore.sqlite.store import SqliteMsgStore
 from msgstore.types import EventDraft, EventType, SendState
-from tests.integration.msgstore.contract import MsgStoreContract
+from tests.integration.msgstore.contract import Interleave, MsgStoreContract, Observer
 from tests.integration.msgstore.contract_data import (
     SETTINGS,
     SHARDS,
@@ -29,6 +33,8 @@ from tests.integration.msgstore.contract_data import (
     shard_lease,
     writer_of,
 )
+
+T = TypeVar("T")
 
 
 class TestSqliteContract(MsgStoreContract):
@@ -48,6 +54,29 @@ class TestSqliteContract(MsgStoreContract):
         yield factory
         for store in opened:
             await store.close()
+
+    @pytest.fixture
+    def interleave(self, monkeypatch: pytest.MonkeyPatch) -> Interleave:
+        """Readers see whole transactions: observe before and after each one."""
+
+        @contextlib.asynccontextmanager
+        async def around_writes(store: MsgStore, observe: Observer) -> AsyncIterator[None]:
+            assert isinstance(store, SqliteMsgStore)
+            write = store.write
+
+            async def observed(job: Callable[[sqlite3.Connection], T], doing: str) -> T:
+                await observe()
+                result = await write(job, doing)
+                await observe()
+                return result
+
+            monkeypatch.setattr(store, "write", observed)
+            try:
+                yield
+            finally:
+                monkeypatch.undo()
+
+        return around_writes
 
 
 # ---------------------------------------------------------------------- SQLite only
@@ -128,3 +157,26 @@ async def test_unusable_locations_fail_as_store_errors(tmp_path: Path) -> None:
         await SqliteMsgStore(foreign, SETTINGS).open()
     with pytest.raises(StoreUnavailable):
         await SqliteMsgStore(tmp_path / "x.db", SETTINGS).records.head()
+
+
+async def test_every_record_read_searches_an_index(tmp_path: Path) -> None:
+    """A read that scans the records reads the whole file: GetMessageRecord by request id did (a partial
+    index the planner could not use for a bound parameter) and took seconds with 1 M records."""
+    store = SqliteMsgStore(tmp_path / "plan.db", SETTINGS)
+    await store.open()
+    await store.close()
+    reads = {
+        "by hash": (records.BY_HASH, (b"h",)),
+        "by request": (records.BY_REQUEST, ("r",)),
+        "topic page": (records.TOPIC_PAGE, ("t", 100, 10_000)),
+        "subscription page": (records.SUBSCRIPTION_PAGE, ("s", 100, 10_000)),
+        "by envelopes": (records.BY_ENVELOPES.format(marks="?,?"), ("aa", "bb")),
+    }
+    with contextlib.closing(sqlite3.connect(tmp_path / "plan.db")) as conn:
+        for name, (sql, params) in reads.items():
+            plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
+            assert not any(step.startswith("SCAN r") or step.startswith("SCAN records") for step in plan), (
+                name,
+                plan,
+            )
+            assert any("INDEX" in step or "PRIMARY KEY" in step for step in plan), (name, plan)

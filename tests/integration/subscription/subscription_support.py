@@ -18,7 +18,7 @@ from meshcore import MeshServer, Unavailable
 from msgstore.types import HealthStatus
 from services.subscription.app import Feeds
 from services.subscription.config import Config
-from services.subscription.ports import FeedBatch, FeedEnvelope, SendFeedItem
+from services.subscription.ports import FeedBatch, FeedEnvelope, SendFeedItem, ServedBatch
 from services.subscription.rules import SendUpdate
 from services.subscription.server import Deps, build, connect
 
@@ -157,6 +157,36 @@ class FakeSendFeed:
 
 
 @dataclass
+class FakeServedFeed:
+    """A history-query instance's WatchServed: chunks of envelope hashes served as the test says, kept
+    (the whole "ring") for resumes within this epoch; another epoch replays them all, not resumed."""
+
+    target: str = "fake-history"
+    epoch: str = "history-1"
+    chunks: list[list[bytes]] = field(default_factory=list)
+    requests: list[tuple[str, int]] = field(default_factory=list)
+    _served: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def serve(self, *envelope_hashes: bytes) -> int:
+        self.chunks.append(list(envelope_hashes))
+        self._served.set()
+        return len(self.chunks)
+
+    async def watch(self, resume_epoch: str, after_sequence: int) -> AsyncIterator[ServedBatch]:
+        self.requests.append((resume_epoch, after_sequence))
+        resumed = resume_epoch == self.epoch
+        position = after_sequence if resumed else (len(self.chunks) if not resume_epoch else 0)
+        yield ServedBatch(self.epoch, resumed, [])
+        while True:
+            fresh = [(n + 1, self.chunks[n]) for n in range(position, len(self.chunks))]
+            position = len(self.chunks)
+            if fresh:
+                yield ServedBatch(self.epoch, False, fresh)
+            self._served.clear()
+            await self._served.wait()
+
+
+@dataclass
 class FakeFeeds:
     """One of each fake."""
 
@@ -164,9 +194,10 @@ class FakeFeeds:
     health: FakeHealthFeed = field(default_factory=FakeHealthFeed)
     lookup: FakeLookup = field(default_factory=FakeLookup)
     send: FakeSendFeed = field(default_factory=FakeSendFeed)
+    served: FakeServedFeed = field(default_factory=FakeServedFeed)
 
     def feeds(self) -> Feeds:
-        return Feeds([self.edge], self.health, self.lookup, self.send)
+        return Feeds([self.edge], self.health, self.lookup, self.send, [self.served])
 
 
 # ---------------------------------------------------------------------------------------------- service

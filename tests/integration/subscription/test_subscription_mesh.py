@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from mailmesh.subscription.v1 import subscription_pb2 as pb
-from services.subscription.followers import REPLAY_CACHE
 from tests.integration.edge_peer.edge_peer_support import Edge, envelopes, relay_client, start_edge, stop_edge
 from tests.integration.health.health_support import HealthHandle, start_health
 from tests.integration.history.history_support import (
@@ -95,7 +94,7 @@ async def mesh(tmp_path: Path) -> AsyncIterator[Mesh]:
 async def feed_live(mesh: Mesh) -> None:
     """The edge peer's stream answered (its first message names the epoch): envelopes from now on reach us."""
     follower = mesh.service.deps.app.edges[0]
-    await wait_until(lambda: follower.epoch != REPLAY_CACHE, what="StreamEnvelopes established")
+    await wait_until(lambda: follower.stream_epoch != "", what="StreamEnvelopes established")
 
 
 async def test_a_peer_message_is_received_then_archived_and_marked_stored(mesh: Mesh) -> None:

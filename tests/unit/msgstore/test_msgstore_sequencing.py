@@ -70,9 +70,10 @@ def test_sequences_and_revisions_share_one_counter() -> None:
         EventDraft(EventType.MESSAGE_CHANGE, a.message_hash),
         EventDraft(EventType.MESSAGE_RECEIVED, c.message_hash),
     ]
-    plan = allocate(LEASE, [a, b, c], drafts, next_sequence=100, last_event=90, now=5.0)
+    plan = allocate(LEASE, [a, b, c], drafts, next_sequence=100, last_event=90, now=5.0, last_event_at=4.0)
     assert [s.event.sequence for s in plan.events] == [100, 101, 102, 103]
     assert [s.prev for s in plan.events] == [90, 100, 101, 102]
+    assert [s.prev_at for s in plan.events] == [4.0, 5.0, 5.0, 5.0] and plan.last_event_at == 5.0
     assert [r.revision for r in plan.records] == [102, 104, 103]  # last event of each; b gets a fresh one
     assert plan.next_sequence == 105 and plan.last_event == 103
     assert plan.events[0].event.record == plan.records[0] and plan.events[1].event.record is None
@@ -92,13 +93,38 @@ def test_sequences_and_revisions_share_one_counter() -> None:
 
 
 def test_event_pages_report_gaps() -> None:
-    ev = [(Event(s, EventType.MESSAGE_CHANGE, 0.0), p) for s, p in ((10, 7), (11, 10))]
-    assert event_page(7, ev, 11) == [e for e, _ in ev]
-    assert event_page(8, ev, 11) == [e for e, _ in ev]  # 8 was a revision, not an event: nothing missed
+    ev = [(Event(s, EventType.MESSAGE_CHANGE, 0.0), p, None) for s, p in ((10, 7), (11, 10))]
+    assert event_page(7, ev, 11) == [e for e, _, _ in ev]
+    assert event_page(8, ev, 11) == [e for e, _, _ in ev]  # 8 was a revision, not an event: nothing missed
     assert event_page(5, ev, 11) == Gap(10)  # 7 is gone
     assert event_page(11, [], 11) == []
     assert event_page(9, [], 11) == Gap(12)
     assert bucket_of(4095) == 0 and bucket_of(4096) == 1
+
+
+def test_an_event_still_being_written_is_waited_for_not_a_gap() -> None:
+    """A Cassandra batch is not isolated: the head row, or a later event, may show before an event of the
+    same batch. The missing event's time (its successor's prev_at, the head's last_at) says whether it is
+    gone (older than the window: a gap) or in flight (stop before it)."""
+
+    def row(seq: int, prev: int, prev_at: float | None) -> tuple[Event, int, float | None]:
+        return Event(seq, EventType.MESSAGE_CHANGE, 100.0), prev, prev_at
+
+    cutoff = 50.0
+    # the head says 11 (written at 100), no event is visible yet: in flight, nothing to deliver, no gap
+    assert event_page(9, [], 11, last_at=100.0, cutoff=cutoff) == []
+    # the head's last event left the window: everything after 9 is gone
+    assert event_page(9, [], 11, last_at=40.0, cutoff=cutoff) == Gap(12)
+    # 11 shows before 10 (another partition of the same batch): stop before the hole
+    assert event_page(9, [row(11, 10, 100.0)], 11, last_at=100.0, cutoff=cutoff) == []
+    # 10 itself is gone (its successor says it was emitted at 40): a gap at 11
+    assert event_page(7, [row(11, 10, 40.0)], 11, last_at=100.0, cutoff=cutoff) == Gap(11)
+    # a hole after delivered events: deliver the chain up to it, report nothing yet
+    chain = [row(10, 9, 100.0), row(12, 11, 100.0)]
+    assert [e.sequence for e in event_page(9, chain, 12, last_at=100.0, cutoff=cutoff)] == [10]  # type: ignore[union-attr]
+    gone_hole = [row(10, 9, 100.0), row(12, 11, 40.0)]
+    assert [e.sequence for e in event_page(9, gone_hole, 12, cutoff=cutoff)] == [10]  # type: ignore[union-attr]
+    assert event_page(10, gone_hole[1:], 12, cutoff=cutoff) == Gap(12)  # reported on the next read
 
 
 def test_merge_changes_keeps_shard_order_and_limits() -> None:
@@ -119,6 +145,31 @@ def test_merge_changes_keeps_shard_order_and_limits() -> None:
     assert gap.gaps == (0, 1) and [c.sequence for c in gap.changes] == [3, 4]
     assert ResumePosition.decode(gap.position, 2) == ResumePosition((4, 10))
     assert merge_changes(ResumePosition((4, 10)), [[], []], [4, 10], 10).gaps == ()
+
+
+def test_merge_changes_waits_for_a_change_still_being_written() -> None:
+    """The shard row (last = 4, written at 100) visible before its change row: no gap, nothing past it;
+    the same picture with the last change older than the window is a gap."""
+    entry = OutboxEntry(
+        "r",
+        b"h" * 32,
+        "p",
+        Message(b"", "t"),
+        SendProgress(SendState.QUEUED, SendPriority.NORMAL, 0, 4, 0, False, 0.0),
+    )
+    start = ResumePosition((3, 0))
+    waiting = merge_changes(start, [[], []], [4, 0], 10, cutoff=50.0, last_times=[100.0, None])
+    assert (
+        waiting.gaps == () and waiting.changes == [] and ResumePosition.decode(waiting.position, 2) == start
+    )
+    expired = merge_changes(start, [[], []], [4, 0], 10, cutoff=50.0, last_times=[40.0, None])
+    assert expired.gaps == (0,) and ResumePosition.decode(expired.position, 2) == ResumePosition((4, 0))
+    # change 5 visible, 4 not yet (two changes of one shard in one batch, across partitions)
+    five = [OutboxChange(0, 5, 100.0, entry)]
+    held = merge_changes(start, [five, []], [5, 0], 10, cutoff=50.0, prev_times=[[100.0], []])
+    assert held.gaps == () and held.changes == []
+    lost = merge_changes(start, [five, []], [5, 0], 10, cutoff=50.0, prev_times=[[40.0], []])
+    assert lost.gaps == (0,) and [c.sequence for c in lost.changes] == [5]
 
 
 def test_check_lease_stops_before_the_margin() -> None:

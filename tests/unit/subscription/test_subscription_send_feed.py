@@ -84,11 +84,25 @@ class FakeSendService(send_pb2_grpc.SendServiceServicer):
 
 
 class RecordingInputs:
-    def __init__(self) -> None:
-        self.updates: list[SendUpdate] = []
+    """Records the updates and the positions committed with them; ``stored`` is the committed position a
+    follower starts from."""
 
-    async def send_update(self, update: SendUpdate) -> Record | None:
+    def __init__(self, stored: bytes | None = None) -> None:
+        self.updates: list[SendUpdate] = []
+        self.positions: list[bytes | None] = []
+        self.stored = stored
+
+    async def position(self, name: str) -> bytes | None:
+        assert name == "send"
+        return self.stored
+
+    async def send_update(
+        self, update: SendUpdate, *, position: tuple[str, bytes] | None = None
+    ) -> Record | None:
         self.updates.append(update)
+        self.positions.append(position[1] if position else None)
+        if position is not None:
+            self.stored = position[1]
         return None
 
 
@@ -115,6 +129,7 @@ async def test_the_follower_converts_each_status_and_resumes_after_the_last_appl
                 await asyncio.sleep(0.01)
         assert fake.requests == [b"", b"2"]  # the replay from everything retained, then after change 2
         assert follower.position == b"3" and delays == [0.2] and follower.reloads == 0
+        assert inputs.positions == [b"1", b"2", b"3"]  # each committed with its change
         first, failed, done = inputs.updates
         assert (first.request_id, first.message_hash, first.envelope_hash) == (
             REQUEST,
@@ -152,9 +167,8 @@ async def test_a_gap_report_makes_the_follower_re_read_every_request_before_goin
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     channels = Channels()
-    inputs = RecordingInputs()
+    inputs = RecordingInputs(stored=b"1")  # as if change 1 was committed before the follower lost touch
     follower = SendFollower(SendFeedClient(channels, f"127.0.0.1:{port}"), cast(RecordInputs, inputs))
-    follower.position = b"1"  # as if change 1 was applied before the follower lost touch
     task = asyncio.create_task(follower.run())
     try:
         async with asyncio.timeout(10):
@@ -165,6 +179,7 @@ async def test_a_gap_report_makes_the_follower_re_read_every_request_before_goin
         assert listed.request_id == OTHER and listed.sent  # the re-read before the changes after the gap
         assert failed.request_id == REQUEST and failed.error is not None
         assert done.sent and follower.position == b"3"
+        assert inputs.positions == [None, b"2", b"3"]  # the re-read moves no position
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
