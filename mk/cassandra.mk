@@ -28,3 +28,23 @@ cassandra-status: $(CASSANDRA_VENV_STAMP) ## Is the local Cassandra running and 
 
 cassandra-logs: $(CASSANDRA_VENV_STAMP) ## Print the end of var/cassandra/logs/system.log (FOLLOW=1 to keep following)
 	$(PY) $(CASSANDRA_CTL) logs -n $(CASSANDRA_LOG_LINES) $(if $(filter 1 yes true,$(FOLLOW)),--follow)
+
+# ---------------------------------------------------------------- the 3-node cluster (docs/cassandra.md "Cluster")
+# Three nodes on the loopback aliases 127.0.0.2-4 with their own state under var/cassandra-cluster/, from the
+# same jars as the single node (which stays untouched on 127.0.0.1). Settings are CASSANDRA_CLUSTER_*, e.g.
+#   make cassandra-cluster-start CASSANDRA_CLUSTER_HEAP=768M CASSANDRA_CLUSTER_FRESH=1
+CASSANDRA_CLUSTER_CTL := tools/cassandra/cluster.py
+
+export CASSANDRA_CLUSTER_HOSTS CASSANDRA_CLUSTER_NATIVE_PORT CASSANDRA_CLUSTER_STORAGE_PORT CASSANDRA_CLUSTER_JMX_PORT
+export CASSANDRA_CLUSTER_HEAP CASSANDRA_CLUSTER_STATE_DIR CASSANDRA_CLUSTER_START_TIMEOUT CASSANDRA_CLUSTER_STOP_TIMEOUT
+
+.PHONY: cassandra-cluster-start cassandra-cluster-stop cassandra-cluster-status
+
+cassandra-cluster-start: $(CASSANDRA_VENV_STAMP) ## Start 3 Cassandra nodes on 127.0.0.2-4, one after another, until all are UN (CASSANDRA_CLUSTER_FRESH=1 wipes them)
+	$(PY) $(CASSANDRA_CLUSTER_CTL) start $(if $(filter 1 yes true,$(CASSANDRA_CLUSTER_FRESH)),--fresh)
+
+cassandra-cluster-stop: $(CASSANDRA_VENV_STAMP) ## Stop the 3-node cluster (every node drains; SIGKILL after CASSANDRA_CLUSTER_STOP_TIMEOUT s)
+	$(PY) $(CASSANDRA_CLUSTER_CTL) stop
+
+cassandra-cluster-status: $(CASSANDRA_VENV_STAMP) ## Each cluster node's CQL answer and its view of the ring (exit 3 unless all UN)
+	$(PY) $(CASSANDRA_CLUSTER_CTL) status

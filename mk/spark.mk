@@ -12,7 +12,7 @@ SPARK_ENV      ?=
 SPARK_JOB       = env ARCHIVE_BACKEND=$(ARCHIVE) $(SPARK_ENV) $(PY) -m spark.archive_job
 SPARK_FLAGS     = $(if $(filter 1 yes true,$(DRY_RUN)),--dry-run)
 
-.PHONY: spark-fetch spark-expire spark-repartition spark-maintain spark-report k8s-validate
+.PHONY: spark-fetch spark-expire spark-repartition spark-maintain spark-report k8s-validate spark-cluster-test
 
 # The stamp is newer than the pom once the copy completed, so a second run is a no-op; Maven's own cache
 # (~/.m2) makes a re-fetch after `make distclean` offline-fast. The copy lands in a .partial directory that
@@ -39,6 +39,21 @@ spark-maintain: bootstrap $(SPARK_JARS) ## Expire and repartition in one pass, a
 
 spark-report: bootstrap $(SPARK_JARS) ## Scan the archive and print the report and plan (rows, largest partitions) without changing it
 	$(SPARK_JOB) report
+
+# A master and SPARK_CLUSTER_WORKERS workers from the pyspark package as local processes; the job submitted to
+# them must answer as local[2] does on the same data (docs/spark.md "Standalone cluster"). The connector half
+# runs on the local Cassandra node, started (and stopped again) here as `make test` does.
+SPARK_CLUSTER_WORKERS ?= 2
+#: Where `make spark-cluster-test` writes its figures (committed).
+SPARK_CLUSTER_RESULTS ?= bench/results/spark-standalone.json
+
+spark-cluster-test: bootstrap cassandra-fetch $(SPARK_JARS) ## Spark standalone cluster (master + 2 workers): spark-submit gives local[2]'s results (SQLite, Cassandra); figures in bench/results
+	@started=0; \
+	if ! $(PY) $(CASSANDRA_CTL) status >/dev/null 2>&1; then $(PY) $(CASSANDRA_CTL) start; started=1; fi; \
+	rc=0; SPARK_CLUSTER_WORKERS=$(SPARK_CLUSTER_WORKERS) SPARK_CLUSTER_RESULTS=$(SPARK_CLUSTER_RESULTS) \
+	  $(PY) -m pytest tests/spark/standalone -p no:cacheprovider $(PYTEST_ARGS) || rc=$$?; \
+	if [ $$started = 1 ]; then $(PY) $(CASSANDRA_CTL) stop; fi; \
+	exit $$rc
 
 k8s-validate: bootstrap ## Render k8s/ (kustomize) and validate it offline against the Kubernetes 1.32 schemas
 	$(PY) -m pytest tests/charts/test_k8s_manifests.py -q $(PYTEST_ARGS)

@@ -1,8 +1,9 @@
 """The SparkSession of a run: master, connector jars and the Cassandra connection settings.
 
-Under spark-submit (the CronJob) the master and deploy mode come from the command line and are left
-alone; a plain ``python -m spark.archive_job`` (make targets, tests) runs on ``ARCHIVE_JOB_SPARK_MASTER``,
-``local[2]`` by default, with the connector jars from ``make spark-fetch`` in ``spark.jars``.
+Under spark-submit (the CronJob, a standalone cluster) the master and deploy mode come from the command
+line and are left alone (:func:`chosen_master`); a plain ``python -m spark.archive_job`` (make targets, tests)
+runs on ``ARCHIVE_JOB_SPARK_MASTER``, ``local[2]`` by default, with the connector jars from
+``make spark-fetch`` in ``spark.jars``.
 """
 
 from __future__ import annotations
@@ -11,12 +12,11 @@ import os
 import sys
 from collections.abc import Mapping
 
-from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 from spark.archive_job.config import JobConfig, StoreConfig
 
-__all__ = ["CASSANDRA_EXTENSIONS", "cassandra_settings", "start_spark"]
+__all__ = ["CASSANDRA_EXTENSIONS", "cassandra_settings", "chosen_master", "start_spark"]
 
 CASSANDRA_EXTENSIONS = "com.datastax.spark.connector.CassandraSparkExtensions"
 
@@ -48,6 +48,19 @@ def cassandra_settings(archive: StoreConfig) -> dict[str, str]:
     return out
 
 
+def chosen_master(job: JobConfig, environ: Mapping[str, str] | None = None) -> str | None:
+    """The master to set: ``ARCHIVE_JOB_SPARK_MASTER``, or None under spark-submit (its ``--master`` stands).
+
+    spark-submit starts the driver's Python with the address of its already configured JVM in
+    ``PYSPARK_GATEWAY_PORT`` (PySpark ``java_gateway.launch_gateway`` joins that JVM instead of launching
+    one). Its settings, ``--master`` among them, are visible only through that JVM once a SparkContext
+    exists: a ``SparkConf()`` made before holds none of them, so it cannot tell whether a master was given,
+    and a master set on the builder would override ``spark://…`` or the CronJob's ``k8s://…``.
+    """
+    environ = os.environ if environ is None else environ
+    return None if "PYSPARK_GATEWAY_PORT" in environ else job.spark_master
+
+
 def start_spark(
     job: JobConfig,
     archive: StoreConfig,
@@ -56,16 +69,15 @@ def start_spark(
 ) -> SparkSession:
     """Create (or join) the session for a run; ``extra`` Spark settings go last (tests tune the JVM)."""
     builder = SparkSession.builder.appName(app_name)
-    conf = SparkConf()
-    master = conf.get("spark.master", None) or job.spark_master
-    if not conf.contains("spark.master"):
+    master = chosen_master(job)
+    if master is not None:
         builder = builder.master(master)
     settings = {
         "spark.sql.shuffle.partitions": str(job.shuffle_partitions),
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
     }
-    if master.startswith("local"):
+    if master is not None and master.startswith("local"):
         # Local runs: Python workers must be this interpreter (the venv, whose .pth puts libs/ and the repo
         # on the path). PySpark takes it from PYSPARK_PYTHON only (context.py), never from spark.* conf.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

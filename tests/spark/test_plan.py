@@ -27,6 +27,7 @@ from spark.archive_job.decide import BucketStats, Policy, Role, decide, role_of,
 from spark.archive_job.executor import delete_statements
 from spark.archive_job.report import Report
 from spark.archive_job.rows import DOOMED, LONG_TTL, VISIBLE, Cutoffs, is_live, is_stranded, row_flags
+from spark.archive_job.session import chosen_master
 from spark.archive_job.stages import FailPoint, Stages
 from spark.archive_job.transform import PartitionSize
 
@@ -179,6 +180,13 @@ def test_settings_parse_and_refuse_bad_values() -> None:
 
 
 # ---------------------------------------------------------------------------------------------- stages
+def test_the_master_is_spark_submits_when_it_started_the_driver() -> None:
+    job = JobConfig.from_env({"ARCHIVE_JOB_SPARK_MASTER": "local[3]"})
+    assert chosen_master(job, {}) == "local[3]"
+    # spark-submit hands its JVM to the driver's Python: its --master (spark://…, k8s://…) must stand.
+    assert chosen_master(job, {"PYSPARK_GATEWAY_PORT": "41234", "PYSPARK_GATEWAY_SECRET": "s"}) is None
+
+
 def test_stages_print_a_line_each_and_fire_hooks_and_fail_points(tmp_path: object) -> None:
     out = io.StringIO()
     seen: list[str] = []

@@ -657,8 +657,15 @@ class StartResult:
     """Time from launch to the first CQL answer (0 if it was already running)."""
 
 
-def start(cfg: NodeConfig, *, fresh: bool = False, timeout_s: float | None = None) -> StartResult:
-    """Start the node unless it already answers; wait for CQL; raise ``StartFailed`` with the log tail."""
+def start(
+    cfg: NodeConfig, *, fresh: bool = False, timeout_s: float | None = None, config_text: str | None = None
+) -> StartResult:
+    """Start the node unless it already answers; wait for CQL; raise ``StartFailed`` with the log tail.
+
+    ``config_text`` is the cassandra.yaml to run with (default: :func:`render_yaml`); the cluster
+    (tools/cassandra/cluster.py) renders its nodes' own.
+    """
+    config_text = render_yaml(cfg) if config_text is None else config_text
     fetch()
     cfg.state_dir.mkdir(parents=True, exist_ok=True)
     with _locked(cfg.state_dir.parent / f".{cfg.state_dir.name}.lock"):
@@ -667,7 +674,7 @@ def start(cfg: NodeConfig, *, fresh: bool = False, timeout_s: float | None = Non
             wipe(cfg)
         pid = running_pid(cfg)
         if pid is not None:
-            if cfg.yaml_path.read_text() != render_yaml(cfg):
+            if cfg.yaml_path.read_text() != config_text:
                 raise StartFailed(f"already running (pid {pid}) with other settings; stop it first")
             return StartResult(pid, wait_ready(cfg, timeout_s=timeout_s, pid=pid), True, 0.0)
         for name, port in (("native", cfg.native_port), ("storage", cfg.storage_port), ("JMX", cfg.jmx_port)):
@@ -681,7 +688,7 @@ def start(cfg: NodeConfig, *, fresh: bool = False, timeout_s: float | None = Non
         for d in cfg.all_dirs():
             d.mkdir(parents=True, exist_ok=True)
         (cfg.state_dir / STATE_MARKER).touch()
-        cfg.yaml_path.write_text(render_yaml(cfg))
+        cfg.yaml_path.write_text(config_text)
         cmd, logs_before, began = jvm_command(cfg, java), log_sizes(cfg), time.monotonic()
         pid = _launch(cfg, cmd)
         version = wait_ready(cfg, timeout_s=timeout_s, pid=pid, logs_since=logs_before)
