@@ -47,8 +47,11 @@ START_DEADLINE_S = 180.0  # the runner itself waits up to 120 s for each service
 STOP_DEADLINE_S = 75.0  # five services, each with the runner's 10 s grace, stopped one after another
 READY = "mesh: every service is SERVING"
 #: A first start creates the cursor secret and warns that replicas must share it (services/history README).
+#: The restart test stops and starts the whole mesh: the subscription service's history feed finds history
+#: restarted (a new epoch) and says what it may have missed (services/subscription README).
 EXPECTED = [
-    Allow(r"^created cursor secret file .* with a random secret", logger="services.history.cursorkeys")
+    Allow(r"^created cursor secret file .* with a random secret", logger="services.history.cursorkeys"),
+    Allow(r"^history feed .*: cannot resume after sequence", logger="services.subscription.followers"),
 ]
 
 
@@ -69,7 +72,7 @@ class Mesh:
             "--state-dir", str(self.state),
             "--grpc-base-port", str(self.grpc_base),
             "--metrics-base-port", str(self.metrics_base),
-            "--devp2p-port", str(self.grpc_base + 8),  # free_base checked base+1 … base+8
+            "--devp2p-port", str(self.grpc_base + 9),  # free_base checked base+1 … base+9 (the gateway has 8)
             "--grace", "10",
         )  # fmt: skip
         spec = ServiceSpec(
@@ -104,7 +107,7 @@ class Mesh:
 
 @pytest.fixture
 def mesh(tmp_path: Path) -> Iterator[Mesh]:
-    m = Mesh(tmp_path / "state", free_base(8), free_base(7))
+    m = Mesh(tmp_path / "state", free_base(9), free_base(8))
     try:
         m.start()
         yield m
