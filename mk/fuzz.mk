@@ -1,7 +1,7 @@
 # Coverage-guided fuzzing of the decoders with atheris (libFuzzer for CPython; docs/fuzzing.md).
 # Included by the top-level Makefile, which defines PY and bootstrap. atheris is a `dev` dependency, installed
 # by bootstrap from requirements.lock; nothing else is fetched.
-#   make fuzz                           every harness for 10^6 executions, two at a time (~1 h on 2 cores)
+#   make fuzz                           every harness for 10^6 executions, two at a time (~15 min on an idle 2-core box)
 #   make fuzz FUZZ_ARGS='--only rlp hello --runs 100000'
 #   make fuzz-seeds                     rewrite fuzz/corpus/ from the vectors and our encoders
 
