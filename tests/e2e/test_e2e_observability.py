@@ -366,9 +366,9 @@ def test_a_send_is_one_trace_from_the_call_to_the_edge_peer_publish(
 
 
 @pytest.mark.xfail(
-    reason="since send shares one Publish call between concurrent attempts, the REST Send's attempt may "
-    "ride on the gRPC Send's Publish (only the first attempt's span parents it), so its chain never reaches the edge "
-    "peer; to be fixed by linking every attempt to the shared call (issue 13 note)",
+    reason="send shares one Publish call between concurrent attempts: the REST Send's attempt may ride "
+    "on the gRPC Send's call (only the first attempt's span parents it), so its chain may never reach "
+    "the edge peer; to be fixed by linking every attempt to the shared call (issue 13 note)",
     strict=False,
 )
 def test_a_rest_send_is_one_trace_from_the_gateway_to_the_edge_peer_publish(
