@@ -206,7 +206,8 @@ async def _load(
         )
         stop = asyncio.Event()
         began = time.monotonic()
-        sampling = asyncio.create_task(sampler.run(stop, began, began + settings.duration_s))
+        # The last sample is taken a second before the load ends: the roles exit at its end.
+        sampling = asyncio.create_task(sampler.run(stop, began, began + settings.duration_s - 1))
         for role in roles:
             role.go(settings.duration_s)
         try:

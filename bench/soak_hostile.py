@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
@@ -90,8 +91,9 @@ def _refused(now: int, j: int) -> Envelope:
 
 
 class _Hostile:
-    def __init__(self, settings: SoakSettings, enode: str, tally: HostileTally) -> None:
+    def __init__(self, settings: SoakSettings, enode: str, tally: HostileTally, seed: int) -> None:
         self.settings, self.enode, self.tally = settings, enode, tally
+        self.rng = random.Random(seed)
         node = parse_enode(enode)
         self.host, self.port = node.host, node.port
         self.topics = soak_topics(settings.topics)
@@ -269,7 +271,9 @@ class _Hostile:
             except Exception as err:  # a refused connection, a failed dial: reported, not a defect
                 outcome = f"error: {type(err).__name__}"
             self.tally.outcomes[name][outcome] += 1
-            pause = min(self.settings.hostile_pause_s, end - time.monotonic())
+            # A random pause (mean hostile_pause_s) keeps the peers out of step: in lockstep their slowloris
+            # readers and floods all land at once and the edge peer's memory swings by ~70 MiB every cycle.
+            pause = min(self.rng.uniform(0, 2 * self.settings.hostile_pause_s), end - time.monotonic())
             if pause > 0:
                 await asyncio.sleep(pause)  # the hostile peers' pace, not synchronisation
 
@@ -315,7 +319,7 @@ async def run_hostile(
     ready.set()
     duration = await go
     began = time.monotonic()
-    peers = [_Hostile(settings, enode, tally) for _ in range(settings.hostile)]
+    peers = [_Hostile(settings, enode, tally, settings.run_id + k) for k in range(settings.hostile)]
     spread = max(1, len(MOVES) // max(settings.hostile, 1))
     await asyncio.gather(*(p.run(i * spread, began + duration) for i, p in enumerate(peers)))
     unexpected = {

@@ -136,10 +136,10 @@ def steady_slopes(sampler: Sampler, fraction: float) -> dict[str, dict[str, floa
     of the samples."""
     out: dict[str, dict[str, float]] = {}
     first = int(len(sampler.t) * (1 - fraction))
-    steady = list(range(first, len(sampler.t)))
-    ts = [sampler.t[i] for i in steady]
     for name in sampler.pids:
         rss, fds = sampler.rss_mib[name], sampler.fds[name]
+        steady = [i for i in range(first, len(sampler.t)) if rss[i] > 0]  # 0: the process had exited
+        ts = [sampler.t[i] for i in steady]
         out[name] = {
             "rss_mib_start": rss[0],
             "rss_mib_max": max(rss),

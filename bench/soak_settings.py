@@ -93,8 +93,8 @@ class SoakSettings:
     """A page not complete after this long is a client error (a hang bound, not a latency target)."""
     hostile: int = 8
     """Hostile peers, each cycling through every misbehaviour (bench/soak_hostile.py)."""
-    hostile_pause_s: float = 0.5
-    """Pause between one hostile peer's misbehaviours."""
+    hostile_pause_s: float = 2.0
+    """Mean pause between one hostile peer's misbehaviours (uniform in 0 – twice this)."""
     final_walks: int = 20
     """Exact-completeness walks after the drain (one per history client in the full run)."""
     drain_timeout_s: float = 900.0
@@ -104,12 +104,15 @@ class SoakSettings:
     steady_fraction: float = 0.5
     """Slopes are fitted over this last fraction of the samples: before it, bounded caches are still
     filling (the archive's 256 MiB SQLite page cache took ~200 s at 1,000 envelopes/s): growth, no leak."""
-    rss_slope_bound: float = 1.0
-    """Largest allowed RSS slope of any process over the steady part, in MiB per minute."""
+    rss_slope_bound: float = 2.0
+    """Largest allowed RSS slope of any process over the steady part, in MiB per minute: 20 MiB over a
+    10-minute run, ~34 bytes per envelope at 1,000/s. Tighter bounds sit inside the noise of 300 one-second
+    samples (a slowloris reader holds ~20 MB in the edge peer for up to a minute at a time)."""
     fd_slope_bound: float = 1.0
     """Largest allowed open-file-descriptor slope of any process over the steady part, per minute."""
-    enforce_slopes: bool = True
-    """Fail the run when a slope exceeds its bound (off for the smoke: 20 s of samples is all warm-up)."""
+    strict: bool = True
+    """The rate target and the slope bounds are criteria too (off for the smoke: a loaded machine may not
+    hold even the smoke's small rate, and 15 s of samples is all warm-up)."""
     run_id: int = 0
     """Tags this run's envelopes (set by the coordinator)."""
 
@@ -163,6 +166,6 @@ SMOKE = SoakSettings(
     hostile_pause_s=0.2,
     final_walks=3,
     drain_timeout_s=300.0,
-    enforce_slopes=False,
+    strict=False,
 )
 """``make test``'s smoke: every part of the soak in ~15 s of load, no slope bound."""

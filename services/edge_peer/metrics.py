@@ -18,6 +18,8 @@ them into metric families when Prometheus scrapes, so the hot paths never touch 
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 from collections.abc import Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry
@@ -32,7 +34,11 @@ from prometheus_client.registry import Collector
 from services.edge_peer.logic import EdgePeer
 from wakunode.metrics import Histogram
 
-__all__ = ["EdgeCollector", "register"]
+__all__ = ["SCRAPE_WAIT_S", "EdgeCollector", "register"]
+
+#: Longest a scrape waits for the event loop to build the families: a busy loop makes a scrape slow, and
+#: one blocked this long makes it fail rather than hang the metrics server.
+SCRAPE_WAIT_S = 10.0
 
 
 def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
@@ -61,17 +67,45 @@ def _histogram(name: str, doc: str, hist: Histogram) -> HistogramMetricFamily:
 
 
 class EdgeCollector(Collector):
-    """Exports one :class:`EdgePeer`'s counters (see the module docstring)."""
+    """Exports one :class:`EdgePeer`'s counters (see the module docstring).
 
-    def __init__(self, edge: EdgePeer) -> None:
+    Prometheus scrapes from its HTTP server's thread (meshcore.metrics), but the node's peer tables and
+    counters belong to the event loop, which changes them as peers come and go. Iterating them from the
+    scrape thread failed with "dictionary changed size during iteration" whenever a session started or
+    ended mid-scrape — the soak's hostile peers made that a scrape in ten (docs/soak.md). So when ``loop``
+    runs in another thread, the families are built by a callback on it and the scrape thread waits for them.
+    """
+
+    def __init__(self, edge: EdgePeer, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._edge = edge
+        self._loop = loop
 
     def describe(self) -> Iterable[Metric]:
         """Nothing up front: families are built at scrape time (keeps registration cheap)."""
         return []
 
     def collect(self) -> Iterator[Metric]:
-        """Build every family from the current counters."""
+        """Every family from the current counters, read on the loop that owns them (see the class)."""
+        loop = self._loop
+        if loop is None or not loop.is_running() or _running_loop() is loop:
+            return iter(list(self._families()))
+        built: concurrent.futures.Future[list[Metric]] = concurrent.futures.Future()
+
+        def build() -> None:
+            if not built.set_running_or_notify_cancel():
+                return  # the scrape gave up waiting
+            try:
+                built.set_result(list(self._families()))
+            except BaseException as err:
+                built.set_exception(err)
+
+        loop.call_soon_threadsafe(build)
+        try:
+            return iter(built.result(SCRAPE_WAIT_S))
+        finally:
+            built.cancel()  # no-op once done
+
+    def _families(self) -> Iterator[Metric]:
         yield from self._waku()
         yield from self._mailserver()
         yield from self._devp2p()
@@ -314,8 +348,15 @@ class EdgeCollector(Collector):
         yield _counter("edge_stream_resumed_total", "Subscriptions resumed exactly.", s.resumed)
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 def register(edge: EdgePeer, registry: CollectorRegistry) -> EdgeCollector:
-    """Register the collector for ``edge`` in ``registry``."""
-    collector = EdgeCollector(edge)
+    """Register the collector for ``edge`` in ``registry``; called on the event loop that runs ``edge``."""
+    collector = EdgeCollector(edge, _running_loop())
     registry.register(collector)
     return collector
