@@ -34,11 +34,13 @@ cassandra-logs: $(CASSANDRA_VENV_STAMP) ## Print the end of var/cassandra/logs/s
 # same jars as the single node (which stays untouched on 127.0.0.1). Settings are CASSANDRA_CLUSTER_*, e.g.
 #   make cassandra-cluster-start CASSANDRA_CLUSTER_HEAP=768M CASSANDRA_CLUSTER_FRESH=1
 CASSANDRA_CLUSTER_CTL := tools/cassandra/cluster.py
+#: Where `make test-cluster` writes the campaign's figures (committed; docs/cassandra.md "Cluster").
+CLUSTER_RESULTS ?= bench/results/cluster.json
 
 export CASSANDRA_CLUSTER_HOSTS CASSANDRA_CLUSTER_NATIVE_PORT CASSANDRA_CLUSTER_STORAGE_PORT CASSANDRA_CLUSTER_JMX_PORT
 export CASSANDRA_CLUSTER_HEAP CASSANDRA_CLUSTER_STATE_DIR CASSANDRA_CLUSTER_START_TIMEOUT CASSANDRA_CLUSTER_STOP_TIMEOUT
 
-.PHONY: cassandra-cluster-start cassandra-cluster-stop cassandra-cluster-status
+.PHONY: cassandra-cluster-start cassandra-cluster-stop cassandra-cluster-status test-cluster
 
 cassandra-cluster-start: $(CASSANDRA_VENV_STAMP) ## Start 3 Cassandra nodes on 127.0.0.2-4, one after another, until all are UN (CASSANDRA_CLUSTER_FRESH=1 wipes them)
 	$(PY) $(CASSANDRA_CLUSTER_CTL) start $(if $(filter 1 yes true,$(CASSANDRA_CLUSTER_FRESH)),--fresh)
@@ -48,3 +50,12 @@ cassandra-cluster-stop: $(CASSANDRA_VENV_STAMP) ## Stop the 3-node cluster (ever
 
 cassandra-cluster-status: $(CASSANDRA_VENV_STAMP) ## Each cluster node's CQL answer and its view of the ring (exit 3 unless all UN)
 	$(PY) $(CASSANDRA_CLUSTER_CTL) status
+
+test-cluster: bootstrap cassandra-fetch spark-fetch ## The cluster campaign (not in `make test`): nodes killed under ingest, the Spark job on the cluster; figures in bench/results/cluster.json
+	@# Start the cluster unless it runs (idempotent) and stop it again only if we started it, as `make test` does.
+	@started=0; \
+	if ! $(PY) $(CASSANDRA_CLUSTER_CTL) status >/dev/null 2>&1; then $(PY) $(CASSANDRA_CLUSTER_CTL) start; started=1; fi; \
+	rc=0; CLUSTER_RESULTS=$(CLUSTER_RESULTS) $(PY) -m pytest tests/cluster/campaign -p no:cacheprovider \
+	  --basetemp=var/cluster-campaign $(PYTEST_ARGS) || rc=$$?; \
+	if [ $$started = 1 ]; then $(PY) $(CASSANDRA_CLUSTER_CTL) stop; fi; \
+	exit $$rc
