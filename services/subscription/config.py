@@ -17,6 +17,7 @@ from meshcore.config import nested
 from meshcore.parsers import (
     Parser,
     parse_duration,
+    parse_grpc_target,
     parse_int,
     parse_str,
     parse_targets,
@@ -29,6 +30,10 @@ __all__ = ["Config"]
 
 
 _targets: Parser[tuple[str, ...]] = parse_targets
+
+
+def _optional_target(raw: str) -> str:
+    return "" if not raw.strip() else parse_grpc_target(raw)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,20 +54,21 @@ class Config(FromEnv):
     )
     history_addr: str = setting(
         "SUBSCRIPTION_HISTORY_ADDR",
-        parse_str(),
+        _optional_target,
         default="127.0.0.1:50054",
-        doc="history-query (HistoryQueryService.Lookup) for the recurring stored check; a gRPC target.",
+        doc="history-query (HistoryQueryService.Lookup) for the recurring stored check: host:port, replicas "
+        "ip:port,ip:port or a gRPC target (dns:///name:port), balanced round-robin.",
     )
     health_addr: str = setting(
         "SUBSCRIPTION_HEALTH_ADDR",
-        parse_str(),
+        _optional_target,
         default="127.0.0.1:50057",
         doc="The health service (HealthService.WatchHealth): health:change events, and the stored check "
         "halts while Unhealthy.",
     )
     send_addr: str = setting(
         "SUBSCRIPTION_SEND_ADDR",
-        parse_str(),
+        _optional_target,
         default="",
         doc="The send service (SendService.WatchSendStatuses): merges sending/sent/stored/error of sent "
         "messages into their records; empty = not followed (no send service in this mesh).",
