@@ -53,6 +53,7 @@ include mk/cassandra.mk
 -include mk/interop.mk
 -include mk/helm.mk
 include mk/promtool.mk
+-include mk/faults.mk
 
 ## ---------------------------------------------------------------- run
 .PHONY: run
