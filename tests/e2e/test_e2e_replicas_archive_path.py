@@ -114,6 +114,7 @@ async def _query_meanwhile(channel: grpc.aio.Channel, stop: asyncio.Event, outco
             outcomes.append(err.code().name)
 
 
+@pytest.mark.timeout(600)
 async def test_one_replica_of_each_killed_mid_load_loses_nothing_acknowledged(processes: ProcessMesh) -> None:
     edge = processes.get("edge_peer")
     archives, ingests, histories = (processes.of_kind(k) for k in ("archive", "ingest", "history"))

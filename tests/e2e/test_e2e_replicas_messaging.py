@@ -135,6 +135,7 @@ def _one_with(replicas: list[ServiceProcess], metric: str) -> ServiceProcess:
     return found
 
 
+@pytest.mark.timeout(600)
 async def test_one_replica_of_each_killed_mid_load_loses_no_acknowledged_send(
     processes: ProcessMesh,
 ) -> None:
