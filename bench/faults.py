@@ -38,7 +38,12 @@ SPECS: dict[str, HopSpec] = {
             Posts,
             stream=True,
         ),
-        HopSpec(("edge_peer", "history"), ("mailmesh.history.v1.HistoryQueryService",), RlpxHistory),
+        HopSpec(
+            ("edge_peer", "history"),
+            ("mailmesh.history.v1.HistoryQueryService",),
+            RlpxHistory,
+            max_attempts=3,
+        ),
         HopSpec(("ingest", "archive"), ("mailmesh.archive.v1.ArchiveService",), Posts, max_attempts=3),
         HopSpec(
             ("history", "archive"), ("mailmesh.archive.v1.ArchiveService",), HistoryReads, max_attempts=3

@@ -1,5 +1,5 @@
-"""Helpers of the replica and fault e2e tests: balanced clients, what the archive holds, history pages, a
-load of confirmed RLPx posts, and which replica is doing what (from its gRPC metrics).
+"""Helpers of the replica e2e tests: balanced clients, what the archive holds, history pages, a load of
+confirmed RLPx posts, and which replica is doing what (from its gRPC metrics).
 
 "Acknowledged" is what a client was told: an envelope the edge peer confirmed (Message Response and Batch Ack
 with no error for it, EDGE_CONFIRMATIONS; status-go's confirmations, protocol-notes §3.6), a Send that
@@ -27,13 +27,13 @@ from wakucodec.responses import split_sized
 from wakunode.client import WakuClient
 
 __all__ = [
+    "HISTORY",
     "Poster",
     "archived",
     "balanced",
     "client_channel",
     "history_page",
     "open_calls",
-    "served",
 ]
 
 HISTORY = "mailmesh.history.v1.HistoryQueryService"
@@ -54,16 +54,6 @@ def client_channel(target: str, service: str, *, idempotent: Sequence[str] = ())
         idempotent_methods=idempotent,
         registry=CollectorRegistry(),
     )
-
-
-def served(service: ServiceProcess, method: str, code: str = "OK") -> float:
-    """Calls of ``method`` the service finished with ``code`` (its go-grpc-prometheus counter)."""
-    total = 0.0
-    for (name, labels), value in service.metrics().items():
-        found = dict(labels)
-        if name == "grpc_server_handled_total" and found["grpc_method"] == method:
-            total += value if found["grpc_code"] == code else 0.0
-    return total
 
 
 def open_calls(service: ServiceProcess, method: str) -> float:
