@@ -131,8 +131,9 @@ async def _until(what: str, predicate: Callable[[], Awaitable[bool]]) -> None:
 
 
 def _one_with(replicas: list[ServiceProcess], metric: str) -> ServiceProcess:
-    [found] = [r for r in replicas if r.metric(metric) > 0]
-    return found
+    """The first replica whose ``metric`` is positive (send replicas share the shards fairly: either owns
+    some, and the one killed takes its shards' in-flight requests with it)."""
+    return next(r for r in replicas if r.metric(metric) > 0)
 
 
 @pytest.mark.timeout(600)
