@@ -56,6 +56,7 @@ include mk/promtool.mk
 include mk/browser.mk
 -include mk/soak.mk
 -include mk/fuzz.mk
+-include mk/faults.mk
 
 ## ---------------------------------------------------------------- run
 .PHONY: run

@@ -1,8 +1,10 @@
 """Client channels to other Mailmesh services, and errors coming back from them.
 
 :func:`make_channel` gives a ``grpc.aio`` channel with a default deadline on every call, a JSON
-service config (retry policy for the methods the caller declares idempotent, retry throttling),
-message-size limits, and the OpenTelemetry and go-grpc-prometheus client interceptors.
+service config (round-robin over the service's replicas, retry policy for the methods the caller
+declares idempotent, retry throttling), keepalive, message-size limits, and the OpenTelemetry and
+go-grpc-prometheus client interceptors. Its target may list several replicas or name them by one DNS
+name (:mod:`meshcore.balancing`).
 
 The default deadline is applied by a client interceptor, not by the service config's ``timeout``:
 grpcio (C-core, seen in 1.85.1; grpc/grpc issues #34547 and #40633) fails calls at once with
@@ -33,6 +35,7 @@ import grpc.aio
 from opentelemetry import trace
 from prometheus_client import REGISTRY, CollectorRegistry
 
+from meshcore.balancing import channel_target, client_keepalive_options
 from meshcore.codes import error_class_for, go_code_name
 from meshcore.errors import MeshError
 from meshcore.metrics import ClientMetrics, RpcMetrics
@@ -66,13 +69,14 @@ def service_config(
     idempotent_methods: Sequence[str] = (),
     initial_backoff_s: float = 0.1,
     max_backoff_s: float = 1.0,
-    load_balancing: str | None = None,
+    load_balancing: str | None = "round_robin",
 ) -> dict[str, Any]:
     """Build the gRPC service config :func:`make_channel` uses (exposed for inspection and tests).
 
     Only ``idempotent_methods`` get the retry policy, because retrying a non-idempotent call can
     apply it twice. ``timeout_s`` is validated here but applied by :func:`make_channel`'s deadline
-    interceptor (see the module docstring for why the config carries no ``timeout``).
+    interceptor (see the module docstring for why the config carries no ``timeout``). ``load_balancing``
+    None leaves gRPC's default (``pick_first``: every call to the first address that connects).
     """
     if timeout_s <= 0:
         raise ValueError("timeout_s must be > 0")
@@ -104,7 +108,8 @@ def service_config(
         # overloaded or dead service only multiply its load.
         config["retryThrottling"] = {"maxTokens": 10, "tokenRatio": 0.1}
     if load_balancing is not None:
-        # round_robin over a headless Service (target dns:///svc:port) spreads calls over pods.
+        # round_robin over every address of the target (a list of replicas, or a headless Service's DNS
+        # name) spreads calls over the replicas and skips those whose connection is down.
         config["loadBalancingConfig"] = [{load_balancing: {}}]
     return config
 
@@ -119,7 +124,7 @@ def make_channel(
     idempotent_methods: Sequence[str] = (),
     initial_backoff_s: float = 0.1,
     max_backoff_s: float = 1.0,
-    load_balancing: str | None = None,
+    load_balancing: str | None = "round_robin",
     max_message_bytes: int = 16 * 1024 * 1024,
     tracer_provider: trace.TracerProvider | None = None,
     registry: CollectorRegistry = REGISTRY,
@@ -132,9 +137,13 @@ def make_channel(
     ``security`` (None = the process default, :func:`meshcore.security.channel_security`) makes it mutual
     TLS and adds the bearer token when configured.
 
-    ``retry_attempts`` counts the first attempt (1 = no retries, at most 5) and applies only to
-    ``idempotent_methods``, retried on ``retryable_codes`` with exponential backoff. Metrics go
-    to ``registry``; ``tracer_provider`` None means the global one. Close the channel when done.
+    ``target`` is an address setting's value (:func:`meshcore.balancing.channel_target`): one
+    ``host:port``, several ``ip:port`` of the service's replicas, or a gRPC URI; calls are balanced over
+    its addresses by ``load_balancing``. ``retry_attempts`` counts the first attempt (1 = no retries, at
+    most 5) and applies only to ``idempotent_methods``, retried on ``retryable_codes`` with exponential
+    backoff, each attempt free to land on another replica, all within the call's one deadline. Keepalive is
+    the process's (:func:`meshcore.balancing.current_keepalive`). Metrics go to ``registry``;
+    ``tracer_provider`` None means the global one. Close the channel when done.
     """
     config = service_config(
         service_name,
@@ -153,12 +162,13 @@ def make_channel(
         *interceptors,
     ]
     return (security or channel_security()).channel(
-        target,
+        channel_target(target),
         options=[
             ("grpc.service_config", json.dumps(config)),
             ("grpc.enable_retries", 1),
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),
+            *client_keepalive_options(),
             *options,
         ],
         interceptors=chain,

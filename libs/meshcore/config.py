@@ -389,6 +389,20 @@ class RuntimeConfig:
         default="json",
         doc="json (one object per line) or text.",
     )
+    grpc_keepalive_s: float = setting(
+        "MAILMESH_GRPC_KEEPALIVE_SECONDS",
+        parse_duration(1, 3600),
+        default="10",
+        doc="gRPC keepalive: a connection without traffic is pinged after this many seconds (both ways); "
+        "servers accept pings twice as often.",
+    )
+    grpc_keepalive_timeout_s: float = setting(
+        "MAILMESH_GRPC_KEEPALIVE_TIMEOUT_SECONDS",
+        parse_duration(0.5, 600),
+        default="5",
+        doc="A connection whose ping is not answered within this many seconds is dropped and its calls "
+        "fail UNAVAILABLE (a replica that went silent leaves the round-robin).",
+    )
     otlp_endpoint: str = setting(
         "OTEL_EXPORTER_OTLP_ENDPOINT",
         parse_url(allow_empty=True),

@@ -8,6 +8,7 @@ private key is reported without being printed.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -18,10 +19,12 @@ from urllib.parse import urlsplit
 __all__ = [
     "HostPort",
     "Parser",
+    "is_grpc_uri",
     "parse_bool",
     "parse_choice",
     "parse_duration",
     "parse_float",
+    "parse_grpc_target",
     "parse_hex_bytes",
     "parse_host_port",
     "parse_int",
@@ -175,6 +178,55 @@ def parse_targets(raw: str) -> tuple[str, ...]:
     if len(set(targets)) != len(targets):
         raise ValueError("a target is listed twice")
     return targets
+
+
+# A gRPC name-syntax URI (grpc doc/naming.md); "dns:50053" alone is host "dns" and port 50053, not a URI.
+_GRPC_URI = re.compile(r"^(dns|ipv4|ipv6|unix|unix-abstract):(?![0-9]+$)")
+
+
+def is_grpc_uri(target: str) -> bool:
+    """Whether ``target`` is a gRPC URI (``dns:///svc:1``, ``ipv4:…``, ``unix:…``), not ``host:port``."""
+    return _GRPC_URI.match(target.strip()) is not None
+
+
+def _ip_family(host: str) -> int | None:
+    try:
+        return ipaddress.ip_address(host).version
+    except ValueError:
+        return None  # a host name
+
+
+def parse_grpc_target(raw: str) -> str:
+    """The address of one service that may run several replicas, which the client balances over.
+
+    - ``host:port`` (``[v6]:port``): one address; a name that resolves to several addresses (a headless
+      Service) is balanced over all of them;
+    - ``10.0.0.1:50053,10.0.0.2:50053``: the replicas themselves, IP literals of one family (gRPC's
+      ``ipv4:``/``ipv6:`` multi-address targets take no names — give named replicas one DNS name instead);
+    - a gRPC URI as is: ``dns:///archive-headless:50053``, ``ipv4:…``, ``unix:/run/archive.sock``.
+
+    Returns the value normalised (``meshcore.balancing.channel_target`` turns it into a channel target).
+    """
+    text = raw.strip()
+    if is_grpc_uri(text):
+        if not text.split(":", 1)[1].strip("/"):
+            raise ValueError("target URI has no address")
+        return text
+    addresses = parse_list(parse_host_port())(text)
+    if not addresses:
+        raise ValueError("must be host:port, a comma-separated list of ip:port, or a gRPC URI (dns:///…)")
+    if len(addresses) == 1:
+        return str(addresses[0])
+    if len(set(addresses)) != len(addresses):
+        raise ValueError("an address is listed twice")
+    families = {_ip_family(a.host) for a in addresses}
+    if None in families:
+        raise ValueError(
+            "several addresses must be IP addresses; name replicas by one DNS name (dns:///name:port)"
+        )
+    if len(families) > 1:
+        raise ValueError("several addresses must be all IPv4 or all IPv6")
+    return ",".join(str(a) for a in addresses)
 
 
 def parse_list(item: Parser[T], *, separator: str = ",") -> Parser[tuple[T, ...]]:

@@ -42,6 +42,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from meshcore.auth import AuthInterceptor, TlsOnlyInterceptor, load_tokens
+from meshcore.balancing import Keepalive, server_keepalive_options, set_keepalive
 from meshcore.config import ConfigError, RuntimeConfig
 from meshcore.interceptors import ErrorInterceptor, ServerMetricsInterceptor
 from meshcore.logging import setup_logging
@@ -83,14 +84,21 @@ class Registration:
         return cls(service_name, functools.partial(add_fn, servicer))
 
 
+def _keepalive(runtime: RuntimeConfig) -> Keepalive:
+    return Keepalive(runtime.grpc_keepalive_s, runtime.grpc_keepalive_timeout_s)
+
+
 def setup_observability(runtime: RuntimeConfig, *, set_global: bool = True) -> TracerProvider:
-    """Set up logging, tracing and the channels' credentials from ``runtime``; returns the tracer provider.
+    """Set up logging, tracing, keepalive and the channels' credentials from ``runtime``; returns the
+    tracer provider.
 
     Every channel :func:`meshcore.clients.make_channel` opens afterwards carries this service's TLS
-    certificate and service token (:mod:`meshcore.security`).
+    certificate and service token (:mod:`meshcore.security`) and the process's gRPC keepalive
+    (:func:`meshcore.balancing.set_keepalive`): every service calls this first, before it opens any.
     """
     setup_logging(runtime.service_name, runtime.log_level, runtime.log_format)
     install_channel_security(ChannelSecurity.from_config(runtime.security))
+    set_keepalive(_keepalive(runtime))
     return setup_tracing(runtime.service_name, runtime.otlp_endpoint, set_global=set_global)
 
 
@@ -135,6 +143,7 @@ def build_server(
             ("grpc.so_reuseport", 0),
             ("grpc.max_receive_message_length", runtime.max_message_bytes),
             ("grpc.max_send_message_length", runtime.max_message_bytes),
+            *server_keepalive_options(_keepalive(runtime)),
             *options,
         ],
         maximum_concurrent_rpcs=runtime.max_concurrent_rpcs or None,

@@ -4,7 +4,9 @@ Adding a service to ``make run``, the e2e mesh and the benchmarks is one entry i
 module, env prefix, health name, port offset (``make run`` ports are ``50050 + offset`` for gRPC and
 ``9150 + offset`` for metrics, the defaults each service's config declares) and the services it calls.
 A dependency's address reaches it as ``<PREFIX>_<DEPENDENCY PREFIX>_ADDR`` (``INGEST_ARCHIVE_ADDR``), the
-convention every service config follows (docs/service-template.md).
+convention every service config follows (docs/service-template.md); with several replicas it lists every one
+(``127.0.0.1:1,127.0.0.1:2``), which a client balances over (meshcore.balancing) or, where each instance
+matters (the health service, the edge peers' callers), addresses one by one.
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ class ServiceKind:
     grpc.health.v1): it gets their addresses too, but need not start after them (they may need it)."""
     state_files: Mapping[str, str] = field(default_factory=dict)
     """Env var -> file name under the mesh's state directory (a database, a key, a secret)."""
+    shared_state: frozenset[str] = frozenset()
+    """Variables of :attr:`state_files` whose file every replica shares (the history cursor secret, so a
+    cursor from one replica is valid on another; the messaging store the send and subscription replicas
+    coordinate through). The others are per replica (an edge peer's node key, the archive's SQLite file)."""
     extra_ports: Mapping[str, int] = field(default_factory=dict)
     """Env var -> port in the fixed layout, for listeners besides gRPC and metrics (the devp2p port).
     With free ports each gets a free port, and its ``*_HOST`` twin (``EDGE_LISTEN_HOST``) is loopback."""
@@ -74,6 +80,7 @@ CATALOG: Mapping[str, ServiceKind] = {
             offset=4,
             needs=("archive",),
             state_files={"HISTORY_CURSOR_SECRET_FILE": "cursor.secret"},
+            shared_state=frozenset({"HISTORY_CURSOR_SECRET_FILE"}),
         ),
         ServiceKind(
             name="edge_peer",
@@ -104,6 +111,7 @@ CATALOG: Mapping[str, ServiceKind] = {
             needs=("edge_peer", "history", "health"),
             observes=("subscription",),  # its active subscriptions (store confirmation); it follows send
             state_files={"MSGSTORE_SQLITE_PATH": "messaging.sqlite3"},
+            shared_state=frozenset({"MSGSTORE_SQLITE_PATH"}),
         ),
         ServiceKind(
             name="subscription",
@@ -113,6 +121,7 @@ CATALOG: Mapping[str, ServiceKind] = {
             offset=6,
             needs=("edge_peer", "history", "health", "send"),
             state_files={"MSGSTORE_SQLITE_PATH": "messaging.sqlite3"},
+            shared_state=frozenset({"MSGSTORE_SQLITE_PATH"}),
             instance_var="SUBSCRIPTION_REPLICA_ID",
         ),
         ServiceKind(

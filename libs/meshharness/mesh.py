@@ -1,8 +1,9 @@
 """Several services as one mesh: planned in dependency order, started together, stopped in reverse.
 
 :func:`plan` turns catalog names into :class:`~meshharness.process.ServiceSpec` objects: ports (the fixed
-``make run`` layout, or free loopback ports for tests and benchmarks), each dependency's address, files
-under a state directory, replicas, and per-service overrides. :class:`Mesh` spawns every process first (they
+``make run`` layout, or free loopback ports for tests and benchmarks), each dependency's address (every
+replica's, comma-separated; optionally routed through a fault proxy), files under a state directory,
+replicas, and per-service overrides. :class:`Mesh` spawns every process first (they
 connect to each other lazily, so they may start in any order), then waits for each to report SERVING, and
 stops them in reverse dependency order so each flushes into services that are still up (the edge peer into
 ingest, ingest into the archive). :func:`start_mesh` plans again on fresh ports when one was taken.
@@ -22,7 +23,7 @@ from meshharness.logs import Allow, LogLine
 from meshharness.ports import PortTaken, free_ports
 from meshharness.process import ServiceProcess, ServiceSpec, spawn
 
-__all__ = ["FixedPorts", "FreePorts", "Mesh", "plan", "start_mesh"]
+__all__ = ["FixedPorts", "FreePorts", "Mesh", "Route", "plan", "start_mesh"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,10 @@ def _ordered(names: Iterable[str]) -> list[ServiceKind]:
     return done
 
 
+Route = Callable[[str, str, str], str]
+"""``route(client instance, dependency kind, address)`` → the address the client is given instead."""
+
+
 def plan(
     services: Sequence[str],
     *,
@@ -77,15 +82,19 @@ def plan(
     profiles: Mapping[str, Path] | None = None,
     inherit_env: bool = False,
     shared_env: Mapping[str, str] | None = None,
+    route: Route | None = None,
 ) -> list[ServiceSpec]:
     """Specs for ``services`` (catalog names) in dependency order.
 
-    ``state_dir`` holds each kind's state files (a replica's are prefixed with its instance name; None:
-    the caller sets them in ``env``). ``replicas`` runs several instances of a kind, named ``<kind>-<i>``
-    (replica 0 keeps the kind's name). ``env`` maps a kind to extra variables (they win over planned ones);
-    ``profiles`` maps a kind to a cProfile output file. ``inherit_env`` passes the parent's environment
-    through unchanged (``make run``). ``shared_env`` goes to every service (the mesh-wide ``MAILMESH_*``
-    settings: TLS files, ``MAILMESH_AUTH`` and its tokens; docs/security.md); ``env`` wins over it.
+    ``state_dir`` holds each kind's state files (a replica's own are prefixed with its instance name, the
+    kind's ``shared_state`` is one file for all; None: the caller sets them in ``env``). ``replicas`` runs
+    several instances of a kind, named ``<kind>-<i>`` (replica 0 keeps the kind's name); a client is given
+    every replica's address, comma-separated. ``route`` may replace each address a client is given (one
+    call per client instance, dependency and replica: a fault proxy in front of it). ``env`` maps a kind to
+    extra variables (they win over planned ones); ``profiles`` maps a kind to a cProfile output file.
+    ``inherit_env`` passes the parent's environment through unchanged (``make run``). ``shared_env`` goes to
+    every service (the mesh-wide ``MAILMESH_*`` settings: TLS files, ``MAILMESH_AUTH`` and its tokens;
+    docs/security.md); ``env`` wins over it.
     """
     kinds = _ordered(services)
     counts = {k.name: (replicas or {}).get(k.name, 1) for k in kinds}
@@ -93,8 +102,13 @@ def plan(
         raise ValueError("replicas need free ports: the fixed layout has one port per kind")
     per_instance = 2 + max((len(k.extra_ports) for k in kinds), default=0)
     pool = iter(free_ports(per_instance * sum(counts.values()))) if isinstance(ports, FreePorts) else None
-    addresses: dict[str, str] = {}
+    addresses: dict[str, list[str]] = {}
     planned: list[tuple[ServiceKind, str, dict[str, str]]] = []
+
+    def address_of(instance: str, dependency: str) -> str:
+        found = addresses[dependency]
+        return ",".join(route(instance, dependency, a) if route is not None else a for a in found)
+
     for k in kinds:
         for index in range(counts[k.name]):
             instance = k.name if index == 0 else f"{k.name}-{index}"
@@ -114,21 +128,22 @@ def plan(
             vars_[f"{k.prefix}_METRICS_PORT"] = str(metrics_port)
             for need in k.needs:
                 if need in addresses:
-                    vars_[k.addr_var(CATALOG[need])] = addresses[need]
+                    vars_[k.addr_var(CATALOG[need])] = address_of(instance, need)
             if state_dir is not None:
                 for var, filename in k.state_files.items():
-                    vars_[var] = str(state_dir / (filename if index == 0 else f"{instance}.{filename}"))
+                    own = index > 0 and var not in k.shared_state
+                    vars_[var] = str(state_dir / (f"{instance}.{filename}" if own else filename))
             if k.instance_var and counts[k.name] > 1:
                 vars_[k.instance_var] = instance
             vars_.update((env or {}).get(k.name, {}))
-            addresses.setdefault(k.name, f"127.0.0.1:{vars_[f'{k.prefix}_GRPC_PORT']}")
+            addresses.setdefault(k.name, []).append(f"127.0.0.1:{vars_[f'{k.prefix}_GRPC_PORT']}")
             planned.append((k, instance, vars_))
     specs: list[ServiceSpec] = []
     for k, instance, vars_ in planned:
         # Observed services may come later in start order: their addresses are known only now.
         for seen in k.observes:
-            if seen in addresses:
-                vars_.setdefault(k.addr_var(CATALOG[seen]), addresses[seen])  # the caller's env still wins
+            if seen in addresses and k.addr_var(CATALOG[seen]) not in vars_:  # the caller's env still wins
+                vars_[k.addr_var(CATALOG[seen])] = address_of(instance, seen)
         specs.append(
             ServiceSpec(
                 name=instance,

@@ -4,7 +4,8 @@
 - :class:`IngestClient` opens ``IngestService.Ingest`` (bidi) with no deadline: the stream lives as long as
   the process; the forwarder reconnects when it ends. Failures come back as :mod:`meshcore.errors`.
 - :class:`HistoryClient` runs ``HistoryQueryService.Query`` with a deadline of the mailserver request
-  timeout (or what is left of the calling RPC's deadline).
+  timeout (or what is left of the calling RPC's deadline); a query a history replica refuses UNAVAILABLE
+  before answering is retried on another (a read; docs/reliability.md "When calls are retried").
 """
 
 from __future__ import annotations
@@ -148,6 +149,8 @@ class HistoryClient:
             target,
             service_name=HISTORY_SERVICE,
             timeout_s=timeout_s,
+            retry_attempts=3,
+            idempotent_methods=("Query",),
             max_message_bytes=max_message_bytes,
             registry=registry,
             tracer_provider=tracer_provider,

@@ -7,7 +7,6 @@ environment.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,8 +19,8 @@ from meshcore.parsers import (
     parse_bool,
     parse_duration,
     parse_float,
+    parse_grpc_target,
     parse_hex_bytes,
-    parse_host_port,
     parse_int,
     parse_list,
     parse_path,
@@ -50,11 +49,9 @@ def parse_enode_url(raw: str) -> str:
 
 
 def parse_target(raw: str) -> str:
-    """A gRPC target: ``host:port`` (checked, IPv6 in brackets) or ``scheme:…`` such as ``dns:///svc:50052``."""
-    text = raw.strip()
-    if re.match(r"^(dns|ipv4|ipv6|unix|unix-abstract):(?![0-9]+$)", text):
-        return text
-    return str(parse_host_port()(text))
+    """A service's gRPC address: ``host:port``, its replicas ``ip:port,ip:port`` (balanced round-robin) or a
+    URI such as ``dns:///svc:50052`` (:func:`meshcore.parsers.parse_grpc_target`)."""
+    return parse_grpc_target(raw)
 
 
 def _parse_capability(raw: str) -> str:
@@ -160,13 +157,15 @@ class Config(FromEnv):
         "EDGE_INGEST_ADDR",
         parse_target,
         default="127.0.0.1:50052",
-        doc="Ingest service (mailmesh.ingest.v1.IngestService): host:port or a gRPC target.",
+        doc="Ingest service (mailmesh.ingest.v1.IngestService): host:port, replicas ip:port,ip:port, or a "
+        "gRPC target (dns:///name:port); the stream goes to one replica, round-robin on each reconnect.",
     )
     history_addr: str = setting(
         "EDGE_HISTORY_ADDR",
         parse_target,
         default="127.0.0.1:50054",
-        doc="History-query service (mailmesh.history.v1.HistoryQueryService): host:port or a gRPC target.",
+        doc="History-query service (mailmesh.history.v1.HistoryQueryService): host:port, replicas "
+        "ip:port,ip:port, or a gRPC target (dns:///name:port); queries are balanced round-robin.",
     )
     mailserver_passwords: tuple[str, ...] = setting(
         "EDGE_MAILSERVER_PASSWORDS",

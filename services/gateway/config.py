@@ -11,7 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from meshcore import FromEnv, RuntimeConfig, runtime_settings, setting
-from meshcore.parsers import parse_bool, parse_duration, parse_float, parse_int, parse_list, parse_str
+from meshcore.parsers import (
+    parse_bool,
+    parse_duration,
+    parse_float,
+    parse_grpc_target,
+    parse_int,
+    parse_list,
+    parse_str,
+)
 
 __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "Config"]
 
@@ -51,21 +59,23 @@ class Config(FromEnv):
     )
     send_addr: str = setting(
         "GATEWAY_SEND_ADDR",
-        parse_str(allow_empty=False),
+        parse_grpc_target,
         default="127.0.0.1:50055",
-        doc="The send service (mailmesh.send.v1.SendService), a gRPC target (host:port or dns:///name:port).",
+        doc="The send service (mailmesh.send.v1.SendService): host:port, replicas ip:port,ip:port or a gRPC "
+        "target (dns:///name:port), balanced round-robin.",
     )
     subscription_addr: str = setting(
         "GATEWAY_SUBSCRIPTION_ADDR",
-        parse_str(allow_empty=False),
+        parse_grpc_target,
         default="127.0.0.1:50056",
-        doc="The subscription service (mailmesh.subscription.v1.SubscriptionService), a gRPC target.",
+        doc="The subscription service (mailmesh.subscription.v1.SubscriptionService); replicas as for "
+        "GATEWAY_SEND_ADDR.",
     )
     health_addr: str = setting(
         "GATEWAY_HEALTH_ADDR",
-        parse_str(allow_empty=False),
+        parse_grpc_target,
         default="127.0.0.1:50057",
-        doc="The health service (mailmesh.health.v1.HealthService), a gRPC target.",
+        doc="The health service (mailmesh.health.v1.HealthService); replicas as for GATEWAY_SEND_ADDR.",
     )
     send_timeout_s: float = setting(
         "GATEWAY_SEND_TIMEOUT_SECONDS",

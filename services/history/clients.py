@@ -56,7 +56,7 @@ class ArchiveReader:
             timeout_s=cfg.archive_timeout_s,
             retry_attempts=cfg.archive_retry_attempts,
             idempotent_methods=_IDEMPOTENT_READS if cfg.archive_retry_attempts > 1 else (),
-            load_balancing=None if cfg.archive_load_balancing == "pick_first" else cfg.archive_load_balancing,
+            load_balancing=cfg.archive_load_balancing,
             max_message_bytes=cfg.runtime.max_message_bytes,
             registry=registry,
             tracer_provider=tracer_provider,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,8 +11,8 @@ from meshcore.parsers import (
     parse_bool,
     parse_choice,
     parse_duration,
+    parse_grpc_target,
     parse_hex_bytes,
-    parse_host_port,
     parse_int,
     parse_list,
     parse_path,
@@ -37,11 +36,9 @@ def parse_secret(raw: str) -> bytes:
 
 
 def parse_target(raw: str) -> str:
-    """A gRPC target: ``host:port`` (checked, IPv6 in brackets) or ``scheme:…`` such as ``dns:///svc:50053``."""
-    text = raw.strip()
-    if re.match(r"^(dns|ipv4|ipv6|unix|unix-abstract):(?![0-9]+$)", text):
-        return text
-    return str(parse_host_port()(text))
+    """A service's gRPC address: ``host:port``, its replicas ``ip:port,ip:port`` (balanced round-robin) or a
+    URI such as ``dns:///svc:50053`` (:func:`meshcore.parsers.parse_grpc_target`)."""
+    return parse_grpc_target(raw)
 
 
 _parse_secrets: Parser[tuple[bytes, ...]] = parse_list(parse_secret)
@@ -58,8 +55,8 @@ class Config(FromEnv):
         "HISTORY_ARCHIVE_ADDR",
         parse_target,
         default="127.0.0.1:50053",
-        doc="Archive service (mailmesh.archive.v1.ArchiveService): host:port, or a gRPC target such as "
-        "dns:///archive-headless:50053 (with HISTORY_ARCHIVE_LOAD_BALANCING=round_robin).",
+        doc="Archive service (mailmesh.archive.v1.ArchiveService): host:port, replicas ip:port,ip:port, or a "
+        "gRPC target such as dns:///archive-headless:50053 (every address it resolves to).",
     )
     archive_timeout_s: float = setting(
         "HISTORY_ARCHIVE_TIMEOUT_SECONDS",
@@ -76,8 +73,9 @@ class Config(FromEnv):
     archive_load_balancing: str = setting(
         "HISTORY_ARCHIVE_LOAD_BALANCING",
         parse_choice("pick_first", "round_robin"),
-        default="pick_first",
-        doc="gRPC load balancing over the archive address; round_robin with a dns:/// headless Service.",
+        default="round_robin",
+        doc="gRPC load balancing over the archive's addresses: round_robin spreads reads over every replica; "
+        "pick_first sends all to the first that connects.",
     )
     archive_page: int = setting(
         "HISTORY_ARCHIVE_PAGE",

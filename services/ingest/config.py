@@ -8,8 +8,8 @@ from meshcore.config import FromEnv, RuntimeConfig, runtime_settings, setting
 from meshcore.parsers import (
     parse_duration,
     parse_float,
+    parse_grpc_target,
     parse_hex_bytes,
-    parse_host_port,
     parse_int,
     parse_list,
     parse_str,
@@ -31,20 +31,6 @@ MAX_ARCHIVE_BATCH = 1000
 ARCHIVE_ITEM_OVERHEAD = 256
 #: Extra bytes a raw envelope may have beyond ``20 + len(Data)`` (RLP headers and integer encodings).
 _RLP_SLACK = 64
-_TARGET_SCHEMES = ("dns:", "ipv4:", "ipv6:", "unix:")
-
-
-def parse_grpc_target(raw: str) -> str:
-    """Parse a gRPC target: ``host:port`` (checked), or a ``dns:``/``ipv4:``/``ipv6:``/``unix:`` URI as is.
-
-    ``dns:///archive:50053`` lets the channel resolve every archive pod (round-robin in a headless Service).
-    """
-    text = raw.strip()
-    if text.startswith(_TARGET_SCHEMES):
-        if len(text.split(":", 1)[1].strip("/")) == 0:
-            raise ValueError("target URI has no address")
-        return text
-    return str(parse_host_port()(text))
 
 
 def _parse_topic(raw: str) -> bytes:
@@ -64,7 +50,8 @@ class Config(FromEnv):
         "INGEST_ARCHIVE_ADDR",
         parse_grpc_target,
         default="127.0.0.1:50053",
-        doc="gRPC target of mailmesh.archive.v1.ArchiveService: host:port or a dns:/// URI.",
+        doc="mailmesh.archive.v1.ArchiveService: host:port, replicas ip:port,ip:port, or a gRPC target "
+        "(dns:///archive-headless:50053); writes are balanced round-robin over its addresses.",
     )
     """Where the archive listens."""
 

@@ -50,13 +50,20 @@ _RECONNECT = (
 
 
 def channel(
-    target: str, service: str, timeout_s: float, registry: CollectorRegistry, tp: trace.TracerProvider | None
+    target: str,
+    service: str,
+    timeout_s: float,
+    registry: CollectorRegistry,
+    tp: trace.TracerProvider | None,
+    idempotent: tuple[str, ...] = (),
 ) -> grpc.aio.Channel:
     """A channel to another service with the shared client set-up and a quick reconnect."""
     return make_channel(
         target,
         service_name=service,
         timeout_s=timeout_s,
+        retry_attempts=3 if idempotent else 1,  # reads a replica refused UNAVAILABLE go to another
+        idempotent_methods=idempotent,
         registry=registry,
         tracer_provider=tp,
         options=_RECONNECT,
@@ -201,7 +208,7 @@ class HistoryLookup:
         tracer_provider: trace.TracerProvider | None = None,
     ) -> None:
         service = "mailmesh.history.v1.HistoryQueryService"
-        self._channel = channel(target, service, call_timeout_s, registry, tracer_provider)
+        self._channel = channel(target, service, call_timeout_s, registry, tracer_provider, ("Lookup",))
         self._stub = history_pb2_grpc.HistoryQueryServiceStub(self._channel)
         self._timeout_s = call_timeout_s
 

@@ -14,6 +14,7 @@ from meshcore.parsers import (
     Parser,
     parse_duration,
     parse_float,
+    parse_grpc_target,
     parse_host_port,
     parse_int,
     parse_targets,
@@ -43,24 +44,25 @@ class Config(FromEnv):
     )
     history_addr: str = setting(
         "SEND_HISTORY_ADDR",
-        lambda raw: str(parse_host_port()(raw)),
+        parse_grpc_target,
         default="127.0.0.1:50054",
-        doc="history-query (HistoryQueryService.Lookup): asked whether the archive holds a sent envelope.",
+        doc="history-query (HistoryQueryService.Lookup): asked whether the archive holds a sent envelope; "
+        "host:port, replicas ip:port,ip:port or a gRPC target (dns:///name:port), balanced round-robin.",
     )
     health_addr: str = setting(
         "SEND_HEALTH_ADDR",
-        lambda raw: "" if not raw.strip() else str(parse_host_port()(raw)),
+        lambda raw: "" if not raw.strip() else parse_grpc_target(raw),
         default="127.0.0.1:50057",
         doc="Health service (HealthService.WatchHealth): attempts pause while the node is Unhealthy; "
-        "empty = never pause.",
+        "empty = never pause. Replicas as for SEND_HISTORY_ADDR (each reconnect picks the next).",
     )
     subscription_addr: str = setting(
         "SEND_SUBSCRIPTION_ADDR",
-        lambda raw: "" if not raw.strip() else str(parse_host_port()(raw)),
+        lambda raw: "" if not raw.strip() else parse_grpc_target(raw),
         default="127.0.0.1:50056",
         doc="Subscription service (SubscriptionService.ListSubscriptions): with MSGAPI_STORE_CONFIRMATION, a "
         "content topic an active subscription covers is store-confirmed too; empty = only "
-        "MSGAPI_CONFIRM_CONTENT_TOPICS are.",
+        "MSGAPI_CONFIRM_CONTENT_TOPICS are. Replicas as for SEND_HISTORY_ADDR.",
     )
     subscription_refresh_s: float = setting(
         "SEND_SUBSCRIPTION_REFRESH_SECONDS",

@@ -35,6 +35,8 @@ __all__ = [
 ]
 
 _STREAM_DEADLINE_S = 3600.0
+# Reads a replica refused UNAVAILABLE are retried on another (docs/reliability.md "When calls are retried").
+_IDEMPOTENT = {"mailmesh.history.v1.HistoryQueryService": ("Lookup",)}
 # Reconnect at most ~1 s after a target comes back (gRPC's default backoff grows to 120 s).
 _RECONNECT_OPTIONS = (
     ("grpc.initial_reconnect_backoff_ms", 200),
@@ -58,10 +60,13 @@ class Channels:
         key = (target, service)
         channel = self._channels.get(key)
         if channel is None:
+            idempotent = _IDEMPOTENT.get(service, ())
             channel = self._channels[key] = make_channel(
                 target,
                 service_name=service,
                 timeout_s=_STREAM_DEADLINE_S,
+                retry_attempts=3 if idempotent else 1,
+                idempotent_methods=idempotent,
                 registry=self._registry,
                 tracer_provider=self._tracer,
                 options=_RECONNECT_OPTIONS,

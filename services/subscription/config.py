@@ -16,7 +16,9 @@ from meshcore import FromEnv, RuntimeConfig, runtime_settings, setting
 from meshcore.config import nested
 from meshcore.parsers import (
     Parser,
+    is_grpc_uri,
     parse_duration,
+    parse_grpc_target,
     parse_int,
     parse_str,
     parse_targets,
@@ -41,6 +43,11 @@ def _optional_targets(raw: str) -> tuple[str, ...]:
     return _targets(value)
 
 
+def _optional_target(raw: str) -> str:
+    """One service's target (replicas balanced), or "" for an empty value."""
+    return "" if not raw.strip() else parse_grpc_target(raw)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Config(FromEnv):
     """Subscription service settings; ``describe_markdown(Config)`` renders the README table."""
@@ -59,9 +66,10 @@ class Config(FromEnv):
     )
     history_addr: str = setting(
         "SUBSCRIPTION_HISTORY_ADDR",
-        parse_str(),
+        _optional_target,
         default="127.0.0.1:50054",
-        doc="history-query (HistoryQueryService.Lookup) for the recurring stored check; a gRPC target.",
+        doc="history-query (HistoryQueryService.Lookup) for the recurring stored check: host:port, replicas "
+        "ip:port,ip:port or a gRPC target (dns:///name:port), balanced round-robin.",
     )
     history_served_addrs: tuple[str, ...] = setting(
         "SUBSCRIPTION_HISTORY_SERVED_ADDRS",
@@ -74,14 +82,14 @@ class Config(FromEnv):
     )
     health_addr: str = setting(
         "SUBSCRIPTION_HEALTH_ADDR",
-        parse_str(),
+        _optional_target,
         default="127.0.0.1:50057",
         doc="The health service (HealthService.WatchHealth): health:change events, and the stored check "
         "halts while Unhealthy.",
     )
     send_addr: str = setting(
         "SUBSCRIPTION_SEND_ADDR",
-        parse_str(),
+        _optional_target,
         default="",
         doc="The send service (SendService.WatchSendStatuses): merges sending/sent/stored/error of sent "
         "messages into their records; empty = not followed (no send service in this mesh).",
@@ -127,10 +135,15 @@ class Config(FromEnv):
 
     @property
     def served_targets(self) -> tuple[str, ...]:
-        """The history-query instances whose WatchServed is followed."""
+        """The history-query instances whose WatchServed is followed: SUBSCRIPTION_HISTORY_SERVED_ADDRS, else
+        each replica SUBSCRIPTION_HISTORY_ADDR lists (each serves its own queries), else its one target."""
         if self.history_served_addrs == ("none",):
             return ()
-        return self.history_served_addrs or (self.history_addr,)
+        if self.history_served_addrs:
+            return self.history_served_addrs
+        if is_grpc_uri(self.history_addr):  # a DNS name balances: list the instances to follow them all
+            return (self.history_addr,)
+        return tuple(self.history_addr.split(","))
 
     @property
     def replica(self) -> str:

@@ -47,6 +47,8 @@ def test_every_variable_is_prefixed_and_documented() -> None:
     assert {r.env for r in rows} - {r.env for r in own} == {
         "MAILMESH_LOG_LEVEL",
         "MAILMESH_LOG_FORMAT",
+        "MAILMESH_GRPC_KEEPALIVE_SECONDS",
+        "MAILMESH_GRPC_KEEPALIVE_TIMEOUT_SECONDS",
         "OTEL_EXPORTER_OTLP_ENDPOINT",
         *(f"MAILMESH_TLS_{part}" for part in ("CERT", "KEY", "CA", "SERVER_NAME")),
         "MAILMESH_AUTH",

@@ -52,9 +52,11 @@ class RawService:
         self.flaky_failures = 0
         self.flaky_attempts = 0
         self.block_time_remaining: float | None = None
+        self.echoed = 0
 
     async def echo(self, request: bytes, context: Any) -> bytes:
         _maybe_raise(request)
+        self.echoed += 1
         return request
 
     async def repeat(self, request: bytes, context: Any) -> AsyncIterator[bytes]:

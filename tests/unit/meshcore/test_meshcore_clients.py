@@ -92,7 +92,11 @@ def test_service_config_shape_and_validation() -> None:
         "RESOURCE_EXHAUSTED",
     ]
     json.dumps(config)  # what make_channel hands to gRPC
-    assert service_config("pkg.Svc", timeout_s=1) == {"methodConfig": []}
+    assert service_config("pkg.Svc", timeout_s=1) == {
+        "methodConfig": [],
+        "loadBalancingConfig": [{"round_robin": {}}],  # over every replica the target names
+    }
+    assert service_config("pkg.Svc", timeout_s=1, load_balancing=None) == {"methodConfig": []}
     with pytest.raises(ValueError, match="timeout_s"):
         service_config("pkg.Svc", timeout_s=0)
     with pytest.raises(ValueError, match="idempotent"):

@@ -94,6 +94,40 @@ def test_free_ports_are_distinct_loopback_and_replicas_get_their_own(tmp_path: P
     assert specs[0].env["ARCHIVE_BACKEND"] == "sqlite"
 
 
+def test_clients_get_every_replica_and_replicas_share_what_they_must(tmp_path: Path) -> None:
+    mesh = ["archive", "ingest", "history", "edge_peer", "health", "send", "subscription"]
+    counts = {"archive": 2, "ingest": 2, "history": 2, "health": 2, "send": 2, "subscription": 2}
+    specs = plan(mesh, ports=FreePorts(metrics=False), state_dir=tmp_path, replicas=counts)
+    by = {s.name: s for s in specs}
+    archives = f"{by['archive'].address},{by['archive-1'].address}"
+    assert by["ingest"].env["INGEST_ARCHIVE_ADDR"] == by["ingest-1"].env["INGEST_ARCHIVE_ADDR"] == archives
+    assert by["edge_peer"].env["EDGE_HISTORY_ADDR"] == f"{by['history'].address},{by['history-1'].address}"
+    assert by["health"].env["HEALTH_SEND_ADDR"] == f"{by['send'].address},{by['send-1'].address}"  # observed
+    # One cursor secret (a cursor from one replica is valid on the other), one messaging store for the
+    # send and subscription replicas; each archive its own SQLite file (one writer per file).
+    secret = {by[n].env["HISTORY_CURSOR_SECRET_FILE"] for n in ("history", "history-1")}
+    assert secret == {str(tmp_path / "cursor.secret")}
+    stores = {by[n].env["MSGSTORE_SQLITE_PATH"] for n in ("send", "send-1", "subscription", "subscription-1")}
+    assert stores == {str(tmp_path / "messaging.sqlite3")}
+    assert by["archive"].env["ARCHIVE_SQLITE_PATH"] != by["archive-1"].env["ARCHIVE_SQLITE_PATH"]
+
+
+def test_route_puts_something_in_front_of_each_dependency() -> None:
+    seen: list[tuple[str, str, str]] = []
+
+    def via_proxy(client: str, dependency: str, address: str) -> str:
+        seen.append((client, dependency, address))
+        return f"127.0.0.9:{address.rpartition(':')[2]}"
+
+    mesh = ["archive", "ingest", "history"]
+    specs = plan(mesh, ports=FreePorts(), replicas={"archive": 2}, route=via_proxy)
+    by = {s.name: s for s in specs}
+    archive_ports = [by[n].grpc_port for n in ("archive", "archive-1")]
+    assert by["ingest"].env["INGEST_ARCHIVE_ADDR"] == ",".join(f"127.0.0.9:{p}" for p in archive_ports)
+    assert {(c, d) for c, d, _ in seen} == {("ingest", "archive"), ("history", "archive")}
+    assert len(seen) == 4  # two clients, two replicas each
+
+
 def test_replicas_need_free_ports_and_names_must_be_known() -> None:
     with pytest.raises(ValueError, match="replicas"):
         plan(["edge_peer"], ports=FixedPorts(), replicas={"edge_peer": 2})
