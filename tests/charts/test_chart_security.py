@@ -105,3 +105,25 @@ def test_without_the_values_nothing_changes() -> None:
 def test_token_auth_without_its_secret_is_refused() -> None:
     out = template([CHART / "ci" / "minimal-values.yaml"], ["security.auth.mode=token"], check=False)
     assert out.returncode != 0 and "security.auth.mode=token needs security.auth.existingSecret" in out.stderr
+
+
+def _test_pod(docs: list[Doc]) -> Doc:
+    (pod,) = (d for d in docs if d["kind"] == "Pod" and d["metadata"]["name"].endswith("-health"))
+    return pod
+
+
+def test_the_helm_test_pod_presents_the_services_certificate_and_no_token() -> None:
+    """With mutual TLS the hook checks the TLS gRPC ports with the services' Secret (grpc_health_check.py
+    reads the same MAILMESH_TLS_* variables); health needs no token, so the token Secret stays unmounted."""
+    pod = pod_spec(_test_pod(render(SECURE)))
+    (container,) = pod["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    for var, key in TLS_FILES.items():
+        assert secret_file(pod, container, env[var]) == ("mesh-tls", key), var
+    assert env["MAILMESH_TLS_SERVER_NAME"] == "mailmesh.internal"
+    assert set(mounts(pod, container).values()) == {"mesh-tls"}
+    assert not any(v.startswith("MAILMESH_AUTH") for v in env)
+
+    plain = pod_spec(_test_pod(render()))
+    (plain_container,) = plain["containers"]
+    assert "env" not in plain_container and not mounts(plain, plain_container)

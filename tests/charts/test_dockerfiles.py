@@ -8,6 +8,7 @@ real gRPC health servers.
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 import subprocess
 import sys
@@ -19,6 +20,8 @@ from typing import NamedTuple
 import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from tests.security_support import Pki, TlsPaths
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "deploy" / "docker" / "Dockerfile"
@@ -152,25 +155,49 @@ def test_everything_copied_exists_and_the_dockerignore_lets_it_through() -> None
 
 
 # ---------------------------------------------------------------------------------------------- health check
-@pytest.fixture
-def health_server() -> Iterator[str]:
+def _health_grpc_server() -> grpc.Server:
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
     servicer = health.HealthServicer()
     servicer.set("mailmesh.archive.v1.ArchiveService", health_pb2.HealthCheckResponse.SERVING)
     servicer.set("mailmesh.ingest.v1.IngestService", health_pb2.HealthCheckResponse.NOT_SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    return server
+
+
+@pytest.fixture
+def health_server() -> Iterator[str]:
+    server = _health_grpc_server()
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     yield f"127.0.0.1:{port}"
     server.stop(None)
 
 
-def run_check(*args: str) -> subprocess.CompletedProcess[str]:
+@pytest.fixture
+def tls_health_server(tmp_path: Path) -> Iterator[tuple[str, Pki, TlsPaths]]:
+    """A health server that demands a client certificate of its CA (as every service does with mutual TLS)."""
+    pki = Pki(tmp_path)
+    paths = pki.issue("archive")
+    credentials = grpc.ssl_server_credentials(
+        [(paths.key.read_bytes(), paths.cert.read_bytes())],
+        root_certificates=paths.ca.read_bytes(),
+        require_client_auth=True,
+    )
+    server = _health_grpc_server()
+    port = server.add_secure_port("127.0.0.1:0", credentials)
+    server.start()
+    yield f"127.0.0.1:{port}", pki, paths
+    server.stop(None)
+
+
+def run_check(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MAILMESH_TLS_")}
     return subprocess.run(
         [sys.executable, str(HEALTH_CHECK), "--attempts", "1", "--timeout", "10", *args],
         capture_output=True,
         text=True,
         timeout=60,
+        env={**clean, **(env or {})},
     )
 
 
@@ -194,6 +221,29 @@ def test_health_check_fails_naming_each_service_that_is_not_serving(health_serve
     assert lines[0].startswith("ok ")
     assert lines[1] == f"FAIL {health_server} mailmesh.ingest.v1.IngestService: NOT_SERVING"
     assert lines[2].startswith(f"FAIL {health_server} mailmesh.history.v1.HistoryQueryService: NOT_FOUND")
+
+
+def test_health_check_speaks_mutual_tls_with_the_services_variables(
+    tls_health_server: tuple[str, Pki, TlsPaths],
+) -> None:
+    target, pki, _ = tls_health_server
+    check = f"{target}=mailmesh.archive.v1.ArchiveService"
+    client = pki.issue("test")  # the hook pod's certificate: the same Secret as the services' in the chart
+    out = run_check(check, env=client.env())
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.splitlines() == [f"ok   {target} mailmesh.archive.v1.ArchiveService: SERVING"]
+    plaintext = run_check(check)  # what the hook did before: refused by a TLS port
+    assert plaintext.returncode == 1 and plaintext.stdout.startswith(f"FAIL {target}")
+    other = pki.directory / "other"
+    other.mkdir()
+    stranger = Pki(other, "another CA").issue("test")
+    assert run_check(check, env=stranger.env()).returncode == 1  # a certificate of another CA is refused
+
+
+def test_health_check_names_a_missing_tls_file() -> None:
+    out = run_check("127.0.0.1:1=", env={"MAILMESH_TLS_CERT": "/nonexistent/tls.crt"})
+    assert out.returncode == 1
+    assert "mutual TLS needs MAILMESH_TLS_KEY, MAILMESH_TLS_CA too" in out.stderr
 
 
 def test_health_check_refuses_a_malformed_argument() -> None:
