@@ -335,8 +335,9 @@ class SendEngine:
             "mailmesh.request_id": started.request_id,
             "mailmesh.attempt": started.progress.attempts,
         }
-        # One span per attempt, in the Send's trace; its Publish, ListPeers, NodeInfo calls are children (a
-        # Publish call shared by concurrent attempts is the child of the first attempt's span).
+        # One span per attempt, in the Send's trace; its ListPeers and NodeInfo calls are children, and so is
+        # the edge peer's span for its envelope (the envelope carries this span's traceparent through the
+        # Publish call it shares with concurrent attempts; services.send.clients.EdgePeers).
         origin = self._owned.origins.get(started.request_id)
         span = start_span("send attempt", attributes=attrs, parent=origin)
         with trace.use_span(span, end_on_exit=True):
