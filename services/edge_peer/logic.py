@@ -20,7 +20,7 @@ from devp2p.enode import Enode, format_enode, parse_enode
 from devp2p.errors import DevP2PError, DisconnectReason, InvalidEnode
 from devp2p.server import Server
 from meshcore.errors import InvalidArgument
-from meshcore.tracing import parse_traceparent, start_span
+from meshcore.tracing import parse_traceparent
 from services.edge_peer.feed import LiveFeed
 from services.edge_peer.forwarder import IngestForwarder
 from services.edge_peer.mailserver_bridge import MailserverBridge
@@ -44,12 +44,12 @@ def _envelope_spans(
     current span (None provider: the global one)."""
     carrier = trace.get_current_span().get_span_context()
     links = [trace.Link(carrier)] if carrier.is_valid else []
+    tracer = trace.get_tracer(__name__, tracer_provider=tracer_provider)  # once per call, not per envelope
     spans: dict[int, trace.Span] = {}
     for index, value in enumerate(traceparents):
         if (parent := parse_traceparent(value)) is not None:
-            spans[index] = start_span(
-                "publish envelope", parent=parent, links=links, tracer_provider=tracer_provider
-            )
+            context = trace.set_span_in_context(trace.NonRecordingSpan(parent))
+            spans[index] = tracer.start_span("publish envelope", context=context, links=links)
     return spans
 
 

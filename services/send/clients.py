@@ -27,7 +27,7 @@ from mailmesh.subscription.v1 import subscription_pb2, subscription_pb2_grpc
 from meshcore import make_channel, remaining_timeout, translate_rpc_error
 from meshcore.errors import MeshError
 from meshcore.protoconv import duration
-from meshcore.tracing import parse_traceparent, start_span, traceparent
+from meshcore.tracing import start_span, traceparent
 from msgapi.config import parse_content_topic
 from msgstore.types import HealthStatus, OutboxEntry
 from services.send.batching import GroupCommit
@@ -42,8 +42,9 @@ _REJECTED = edgepeer_pb2.PUBLISH_STATUS_REJECTED
 _POW_CACHE_S = 2.0  # the peers' PoW requirements are read at most this often
 _BATCH = 256  # envelopes per shared Publish call (the edge peer takes up to 1000)
 _BATCH_BYTES = 4 << 20  # and their bytes: well under the 16 MiB gRPC message limit
-#: One envelope waiting for a shared Publish call: raw RLP, hash, and its attempt's ``traceparent``.
-_Item = tuple[bytes, bytes, str]
+#: One envelope waiting for a shared Publish call: raw RLP, hash, and its attempt's span context.
+_Item = tuple[bytes, bytes, trace.SpanContext]
+_TRACEPARENT_BYTES = 55  # "00-" 32 hex "-" 16 hex "-" 2 hex (Trace Context, "traceparent Header")
 # Reconnect quickly after a dependency restarts (gRPC's default backoff grows to 120 s).
 _RECONNECT = (
     ("grpc.initial_reconnect_backoff_ms", 200),
@@ -110,7 +111,7 @@ class EdgePeers:
             ephemeral: GroupCommit[_Item, PublishOutcome](
                 functools.partial(self._publish_batch, ephemeral=ephemeral),
                 max_batch=_BATCH,
-                size=lambda item: len(item[0]) + len(item[2]),
+                size=lambda item: len(item[0]) + _TRACEPARENT_BYTES,
                 max_size=_BATCH_BYTES,
             )
             for ephemeral in (False, True)
@@ -119,7 +120,7 @@ class EdgePeers:
     async def publish(self, raw: bytes, envelope_hash: bytes, *, ephemeral: bool) -> PublishOutcome:
         """Publish on every edge peer at once (in a shared call) and sum the Waku peers reached; the
         envelope carries the current span's trace context (the attempt's)."""
-        origin = traceparent(trace.get_current_span().get_span_context())
+        origin = trace.get_current_span().get_span_context()
         return await self._batches[ephemeral].submit((raw, envelope_hash, origin))
 
     async def _publish_batch(self, items: Sequence[_Item], *, ephemeral: bool) -> list[PublishOutcome]:
@@ -129,9 +130,9 @@ class EdgePeers:
         without a new trace here every later call of that task would land in that one attempt's trace.
         """
         links = [
-            trace.Link(parent, {"mailmesh.envelope_hash": envelope_hash.hex()})
+            trace.Link(origin, {"mailmesh.envelope_hash": envelope_hash.hex()})
             for _, envelope_hash, origin in items
-            if (parent := parse_traceparent(origin)) is not None
+            if origin.is_valid
         ]
         attributes = {"messaging.batch.message_count": len(items), "mailmesh.ephemeral": ephemeral}
         span = start_span(
@@ -150,7 +151,7 @@ class EdgePeers:
             envelopes=[raw for raw, _, _ in items],
             ephemeral=ephemeral,
             relay_timeout=duration(self._publish_timeout_s),
-            traceparents=[origin for _, _, origin in items],
+            traceparents=[traceparent(origin) for _, _, origin in items],
         )
         timeout = remaining_timeout(self._call_timeout_s + self._publish_timeout_s)
         results = await asyncio.gather(
