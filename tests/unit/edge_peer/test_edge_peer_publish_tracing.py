@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -14,10 +15,12 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from mailmesh.edgepeer.v1 import edgepeer_pb2
 from meshcore.errors import InvalidArgument, MeshError, ResourceExhausted, Unavailable
 from meshcore.tracing import parse_traceparent, traceparent
 from services.edge_peer.logic import EdgePeer
 from services.edge_peer.mailserver_bridge import MailserverBridge
+from services.edge_peer.servicer import EdgePeerServicer
 from wakucodec.historyrequest import Dialect, HistoryRequest
 from wakucodec.validation import EnvelopeFault
 from wakunode.ports import HistoryBatch, HistoryComplete, HistoryItem, MailserverQuery
@@ -54,6 +57,7 @@ class FakeNode:
 
     def __init__(self) -> None:
         self.fail: Exception | None = None
+        self.config = SimpleNamespace(max_message_size=1 << 20)
 
     def attach(self, directory: object) -> None:
         """EdgePeer attaches its trust directory."""
@@ -137,6 +141,24 @@ async def test_envelope_spans_end_when_the_publish_fails(
         )
     [span] = exporter.get_finished_spans()
     assert span.name == "publish envelope" and span.status.status_code is trace.StatusCode.ERROR
+
+
+async def test_publish_takes_at_most_one_traceparent_per_envelope(
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    provider, exporter = spans
+    servicer = EdgePeerServicer(_edge(FakeNode(), provider), stream_queue=1, stream_queue_bytes=1)
+    with pytest.raises(InvalidArgument) as refused:
+        await servicer.Publish(
+            edgepeer_pb2.PublishRequest(envelopes=[b"one"], traceparents=[TRACE_A, TRACE_B]), None
+        )
+    assert refused.value.message.startswith("traceparents:")
+    reply = await servicer.Publish(
+        edgepeer_pb2.PublishRequest(envelopes=[b"one"], traceparents=[TRACE_B]), None
+    )
+    assert [r.relayed_to for r in reply.results] == [2]
+    [span] = exporter.get_finished_spans()
+    assert span.parent is not None and _ids(span.parent) == _ids(parse_traceparent(TRACE_B))
 
 
 def _ids(context: trace.SpanContext | None) -> tuple[int, int]:
