@@ -25,7 +25,7 @@ With ``OTEL_EXPORTER_OTLP_ENDPOINT`` set, :func:`setup_tracing` exports every sp
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 from urllib.parse import unquote
 
@@ -42,16 +42,20 @@ from opentelemetry.propagate import extract
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 __all__ = [
     "client_tracing_interceptors",
+    "parse_traceparent",
     "server_tracing_interceptor",
     "setup_tracing",
     "start_span",
     "traced_steps",
+    "traceparent",
 ]
 
 T = TypeVar("T")
+_TRACE_CONTEXT = TraceContextTextMapPropagator()
 
 
 def setup_tracing(service_name: str, otlp_endpoint: str, *, set_global: bool = True) -> TracerProvider:
@@ -203,20 +207,43 @@ def start_span(
     kind: trace.SpanKind = trace.SpanKind.INTERNAL,
     attributes: Mapping[str, str | int | float | bool] | None = None,
     parent: trace.SpanContext | None = None,
+    links: Sequence[trace.Link] = (),
+    new_trace: bool = False,
     tracer_provider: trace.TracerProvider | None = None,
 ) -> trace.Span:
-    """Start (and do not make current) a span; ``parent`` None continues the current context's trace.
+    """Start (and do not make current) a span; ``parent`` None continues the current context's trace, and
+    ``new_trace`` starts a trace of its own whatever is current.
 
     For work that crosses tasks (a background attempt of a request accepted earlier), pass the span context
-    saved with the request as ``parent``: the work joins the request's trace.
+    saved with the request as ``parent``: the work joins the request's trace. Work done for several traces at
+    once (one call carrying many requests) starts a new trace and ``links`` to each of theirs.
     """
     tracer = trace.get_tracer(__name__, tracer_provider=tracer_provider)
-    context = (
-        trace.set_span_in_context(trace.NonRecordingSpan(parent))
-        if parent is not None and parent.is_valid
-        else None
-    )
-    return tracer.start_span(name, context=context, kind=kind, attributes=attributes)
+    context: otel_context.Context | None = None
+    if parent is not None and parent.is_valid:
+        context = trace.set_span_in_context(trace.NonRecordingSpan(parent))
+    elif new_trace:
+        context = otel_context.Context()  # empty: no current span, so the span is a root
+    return tracer.start_span(name, context=context, kind=kind, attributes=attributes, links=links)
+
+
+def traceparent(span_context: trace.SpanContext) -> str:
+    """The W3C ``traceparent`` value of ``span_context`` (Trace Context, "traceparent Header"); empty for an
+    invalid one. For trace context carried inside a message rather than in call metadata."""
+    if not span_context.is_valid:
+        return ""
+    carrier: dict[str, str] = {}
+    _TRACE_CONTEXT.inject(carrier, context=trace.set_span_in_context(trace.NonRecordingSpan(span_context)))
+    return carrier.get("traceparent", "")
+
+
+def parse_traceparent(value: str) -> trace.SpanContext | None:
+    """The remote span context a ``traceparent`` value names; None when it is empty or does not parse
+    (a peer's bad value costs its trace link, never the request)."""
+    if not value:
+        return None
+    span_context = trace.get_current_span(_TRACE_CONTEXT.extract({"traceparent": value})).get_span_context()
+    return span_context if span_context.is_valid else None
 
 
 async def traced_steps(span: trace.Span, steps: AsyncIterator[T]) -> AsyncIterator[T]:

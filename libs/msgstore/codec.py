@@ -140,28 +140,30 @@ def _unprogress(d: Doc | None) -> SendProgress | None:
 
 
 def encode_entry(e: OutboxEntry) -> bytes:
-    """An outbox entry's document (payload excluded)."""
-    return _dump(
-        {
-            "request_id": e.request_id,
-            "hash": e.message_hash.hex(),
-            "pubsub": e.pubsub_topic,
-            "message": _message(e.message),
-            "progress": _progress(e.progress),
-            "confirm": int(e.confirm_mode),
-            "monitor": e.monitor_content_topic,
-            "ttl": e.ttl,
-            "sending": e.sending,
-            "sent": e.sent,
-            "stored": e.stored,
-            "error": _error(e.error),
-            "envelope": e.envelope_hash.hex(),
-            "seq": e.sequence,
-            "updated": e.updated_at,
-            "sent_at": e.sent_at,
-            "stored_at": e.stored_at,
-        }
-    )
+    """An outbox entry's document (payload excluded); ``trace`` only when the request has a trace context
+    (the key came later: documents without it are read as having none)."""
+    doc: Doc = {
+        "request_id": e.request_id,
+        "hash": e.message_hash.hex(),
+        "pubsub": e.pubsub_topic,
+        "message": _message(e.message),
+        "progress": _progress(e.progress),
+        "confirm": int(e.confirm_mode),
+        "monitor": e.monitor_content_topic,
+        "ttl": e.ttl,
+        "sending": e.sending,
+        "sent": e.sent,
+        "stored": e.stored,
+        "error": _error(e.error),
+        "envelope": e.envelope_hash.hex(),
+        "seq": e.sequence,
+        "updated": e.updated_at,
+        "sent_at": e.sent_at,
+        "stored_at": e.stored_at,
+    }
+    if e.traceparent:
+        doc["trace"] = e.traceparent
+    return _dump(doc)
 
 
 def decode_entry(raw: bytes, payload: bytes) -> OutboxEntry:
@@ -187,6 +189,7 @@ def decode_entry(raw: bytes, payload: bytes) -> OutboxEntry:
         updated_at=d["updated"],
         sent_at=d["sent_at"],
         stored_at=d["stored_at"],
+        traceparent=d.get("trace", ""),
     )
 
 

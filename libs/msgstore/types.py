@@ -213,7 +213,9 @@ class OutboxEntry:
     """One send request as the outbox holds it: everything ``SendStatus`` exposes, plus the Send options.
 
     ``sequence`` is the entry's position in its shard's change log (0 until its owner first saved it);
-    the store sets it on :meth:`~msgstore.protocol.OutboxStore.save`.
+    the store sets it on :meth:`~msgstore.protocol.OutboxStore.save`. ``traceparent`` is the W3C trace
+    context (Trace Context, "traceparent Header") of the Send or Resend call that queued the request, empty
+    when it had none: every replica's attempts join that trace, after a restart too.
     """
 
     request_id: str
@@ -233,6 +235,7 @@ class OutboxEntry:
     updated_at: float = 0.0
     sent_at: float | None = None
     stored_at: float | None = None
+    traceparent: str = ""
 
     @property
     def state(self) -> SendState:

@@ -14,10 +14,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from opentelemetry import trace
+
 from devp2p.enode import Enode, format_enode, parse_enode
 from devp2p.errors import DevP2PError, DisconnectReason, InvalidEnode
 from devp2p.server import Server
 from meshcore.errors import InvalidArgument
+from meshcore.tracing import parse_traceparent
 from services.edge_peer.feed import LiveFeed
 from services.edge_peer.forwarder import IngestForwarder
 from services.edge_peer.mailserver_bridge import MailserverBridge
@@ -26,12 +29,28 @@ from wakucodec.envelope import Envelope
 from wakucodec.keccak import keccak256
 from wakunode.node import WakuNode
 from wakunode.peerstate import PeerInfo
-from wakunode.publish import PublishResult
+from wakunode.publish import PublishResult, PublishStatus
 
 __all__ = ["EdgePeer", "NodeFacts", "PeerView", "TrustDirectory", "invalid_peer"]
 
 log = logging.getLogger(__name__)
 _PREFERENCE = ("waku/1", "waku/0", "shh/6")
+
+
+def _envelope_spans(
+    traceparents: Sequence[str], tracer_provider: trace.TracerProvider | None
+) -> dict[int, trace.Span]:
+    """A started ``publish envelope`` span per position whose traceparent parses, each linked to the
+    current span (None provider: the global one)."""
+    carrier = trace.get_current_span().get_span_context()
+    links = [trace.Link(carrier)] if carrier.is_valid else []
+    tracer = trace.get_tracer(__name__, tracer_provider=tracer_provider)  # once per call, not per envelope
+    spans: dict[int, trace.Span] = {}
+    for index, value in enumerate(traceparents):
+        if (parent := parse_traceparent(value)) is not None:
+            context = trace.set_span_in_context(trace.NonRecordingSpan(parent))
+            spans[index] = tracer.start_span("publish envelope", context=context, links=links)
+    return spans
 
 
 def invalid_peer(field: str, problem: str) -> InvalidArgument:
@@ -111,8 +130,10 @@ class EdgePeer:
         static_peers: Sequence[str] = (),
         bootnodes: Sequence[str] = (),
         trusted_peers: Sequence[str] = (),
+        tracer_provider: trace.TracerProvider | None = None,
     ) -> None:
         self.node = node
+        self._tracer_provider = tracer_provider
         self.server = server
         self.feed = feed
         self.forwarder = forwarder
@@ -168,10 +189,41 @@ class EdgePeer:
     # --- publishing ----------------------------------------------------------------------------------
 
     async def publish(
-        self, envelopes: Sequence[bytes | Envelope], *, ephemeral: bool, relay_timeout: float
+        self,
+        envelopes: Sequence[bytes | Envelope],
+        *,
+        ephemeral: bool,
+        relay_timeout: float,
+        traceparents: Sequence[str] = (),
     ) -> list[PublishResult]:
-        """Validate, cache, feed/forward and relay (wakunode publish)."""
-        return await self.node.publish(envelopes, ephemeral=ephemeral, relay_timeout=relay_timeout)
+        """Validate, cache, feed/forward and relay (wakunode publish).
+
+        ``traceparents[i]`` is the trace context envelopes[i] came with: such an envelope gets a ``publish
+        envelope`` span in that trace, linked to the current span (the call that carried it), so a caller
+        sharing one call between many traces still sees its envelope reach the edge peer (OpenTelemetry
+        semantic conventions for messaging spans, "Trace structure"). Values that do not parse are ignored.
+        """
+        spans = _envelope_spans(traceparents, self._tracer_provider)
+        try:
+            results = await self.node.publish(envelopes, ephemeral=ephemeral, relay_timeout=relay_timeout)
+        except BaseException as err:
+            for span in spans.values():
+                span.set_status(trace.Status(trace.StatusCode.ERROR, type(err).__name__))
+                span.end()
+            raise
+        for index, span in spans.items():
+            result = results[index]
+            span.set_attributes(
+                {
+                    "mailmesh.envelope_hash": result.hash.hex(),
+                    "mailmesh.publish_status": result.status.name.lower(),
+                    "mailmesh.relayed_to": result.relayed_to,
+                }
+            )
+            if result.status is PublishStatus.REJECTED:
+                span.set_status(trace.Status(trace.StatusCode.ERROR, result.error or "rejected"))
+            span.end()
+        return results
 
     # --- peers ---------------------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Protocol
 
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import Span, SpanKind, TracerProvider
 
 from meshcore.errors import InvalidArgument, MeshError, ResourceExhausted
 from meshcore.tracing import start_span, traced_steps
@@ -56,8 +56,9 @@ class HistoryQueryPort(Protocol):
 class MailserverBridge:
     """HistoryBackend over a :class:`HistoryQueryPort`; counts outcomes in :attr:`outcomes`."""
 
-    def __init__(self, port: HistoryQueryPort) -> None:
+    def __init__(self, port: HistoryQueryPort, tracer_provider: TracerProvider | None = None) -> None:
         self._port = port
+        self._tracer_provider = tracer_provider  # None: the global one
         #: Queries by outcome, each exactly once: ``complete``, ``invalid``, ``rate_limited``, ``failed``, or
         #: ``abandoned`` — the node stopped reading before history-query's answer was complete (the requester
         #: left, or the request timed out); the query is cancelled.
@@ -76,8 +77,21 @@ class MailserverBridge:
                 "mailmesh.topics": len(request.topics),
                 "mailmesh.limit": request.limit,
             },
+            tracer_provider=self._tracer_provider,
         )
-        stream = traced_steps(span, self._port.query(query))
+        # The outcome is decided inside the traced steps: traced_steps ends the span as soon as the steps
+        # raise, so an outcome set after a failure had reached this loop would go to an ended span.
+        stream = traced_steps(span, self._answer(query, span))
+        try:
+            async for item in stream:
+                yield item
+        finally:  # closed before the end: the answer, closed inside the span, counts the query abandoned
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    async def _answer(self, query: MailserverQuery, span: Span) -> AsyncIterator[HistoryItem]:
+        """The port's items, its failures mapped to 0x7d texts; the outcome counted and set on ``span``."""
         settled = False
 
         def settle(outcome: str) -> None:
@@ -86,6 +100,7 @@ class MailserverBridge:
             self.outcomes[outcome] += 1  # counted before yielding: the node may close us after the item
             span.set_attribute("mailmesh.outcome", outcome)
 
+        stream = self._port.query(query)
         try:
             async for item in stream:
                 if isinstance(item, HistoryComplete):

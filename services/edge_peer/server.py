@@ -52,8 +52,17 @@ def instance_name(cfg: Config) -> str:
     return cfg.instance or socket.gethostname()
 
 
-def assemble(cfg: Config, node_key: bytes, ingest: IngestPort, history: HistoryQueryPort | None) -> EdgePeer:
-    """The (not yet started) edge peer: node + devp2p server + feed + ingest forwarder + history adapter."""
+def assemble(
+    cfg: Config,
+    node_key: bytes,
+    ingest: IngestPort,
+    history: HistoryQueryPort | None,
+    *,
+    tracer_provider: trace.TracerProvider | None = None,
+) -> EdgePeer:
+    """The (not yet started) edge peer: node + devp2p server + feed + ingest forwarder + history adapter;
+    the spans it opens itself (history requests, published envelopes) go to ``tracer_provider`` (None: the
+    global one)."""
     feed = LiveFeed(replay_envelopes=cfg.stream_replay_envelopes, replay_bytes=cfg.stream_replay_bytes)
     forwarder = IngestForwarder(
         ingest,
@@ -63,7 +72,7 @@ def assemble(cfg: Config, node_key: bytes, ingest: IngestPort, history: HistoryQ
         window=cfg.ingest_window,
         reconnect_max_s=cfg.ingest_reconnect_max_s,
     )
-    adapter = MailserverBridge(history) if history is not None else None
+    adapter = MailserverBridge(history, tracer_provider) if history is not None else None
     node = WakuNode(node_config(cfg), EdgeSink(feed, forwarder), adapter)
     server = Server(node_key, node.protocols, server_config(cfg))
     return EdgePeer(
@@ -76,6 +85,7 @@ def assemble(cfg: Config, node_key: bytes, ingest: IngestPort, history: HistoryQ
         static_peers=cfg.static_peers,
         bootnodes=cfg.bootnodes,
         trusted_peers=cfg.trusted_peers,
+        tracer_provider=tracer_provider,
     )
 
 

@@ -169,6 +169,10 @@ class EdgePeerServicer(edgepeer_pb2_grpc.EdgePeerServiceServicer):
         for index, raw in enumerate(request.envelopes):
             if len(raw) > limit:
                 raise _invalid(f"envelopes[{index}]", f"{len(raw)} bytes exceed the max message size {limit}")
+        if len(request.traceparents) > count:
+            raise _invalid(
+                "traceparents", f"at most one per envelope ({count}), got {len(request.traceparents)}"
+            )
         timeout = DEFAULT_RELAY_TIMEOUT_S
         if request.HasField("relay_timeout"):
             seconds = request.relay_timeout.seconds + request.relay_timeout.nanos / 1e9
@@ -176,7 +180,10 @@ class EdgePeerServicer(edgepeer_pb2_grpc.EdgePeerServiceServicer):
                 raise _invalid("relay_timeout", f"must be within 0..{MAX_RELAY_TIMEOUT_S:g} s")
             timeout = seconds or DEFAULT_RELAY_TIMEOUT_S
         results = await self._edge.publish(
-            list(request.envelopes), ephemeral=request.ephemeral, relay_timeout=timeout
+            list(request.envelopes),
+            ephemeral=request.ephemeral,
+            relay_timeout=timeout,
+            traceparents=list(request.traceparents),
         )
         return edgepeer_pb2.PublishResponse(results=[to_publish_result(r) for r in results])
 

@@ -27,6 +27,7 @@ from mailmesh.subscription.v1 import subscription_pb2, subscription_pb2_grpc
 from meshcore import make_channel, remaining_timeout, translate_rpc_error
 from meshcore.errors import MeshError
 from meshcore.protoconv import duration
+from meshcore.tracing import start_span, traceparent
 from msgapi.config import parse_content_topic
 from msgstore.types import HealthStatus, OutboxEntry
 from services.send.batching import GroupCommit
@@ -41,6 +42,9 @@ _REJECTED = edgepeer_pb2.PUBLISH_STATUS_REJECTED
 _POW_CACHE_S = 2.0  # the peers' PoW requirements are read at most this often
 _BATCH = 256  # envelopes per shared Publish call (the edge peer takes up to 1000)
 _BATCH_BYTES = 4 << 20  # and their bytes: well under the 16 MiB gRPC message limit
+#: One envelope waiting for a shared Publish call: raw RLP, hash, and its attempt's span context.
+_Item = tuple[bytes, bytes, trace.SpanContext]
+_TRACEPARENT_BYTES = 55  # "00-" 32 hex "-" 16 hex "-" 2 hex (Trace Context, "traceparent Header")
 # Reconnect quickly after a dependency restarts (gRPC's default backoff grows to 120 s).
 _RECONNECT = (
     ("grpc.initial_reconnect_backoff_ms", 200),
@@ -78,6 +82,13 @@ class EdgePeers:
     ``_BATCH_BYTES``), and the edge peer writes them to its Waku peers as one Messages packet. An envelope no
     ready peer admits does not hold the call back (the edge peer waits only for peers that admit an envelope
     and have not got it yet), so a batch costs its members nothing but a slow peer's write.
+
+    Tracing follows the OpenTelemetry messaging conventions for batch publishing (semantic conventions for
+    messaging spans, "Trace structure"): each envelope carries the ``traceparent`` of the attempt that
+    published it (``PublishRequest.traceparents``), and the edge peer opens a span per envelope under it,
+    so every attempt's trace reaches the edge peer whichever call carried its envelope. The call itself
+    belongs to no single attempt: it runs under a ``send publish batch`` span that starts a trace of its own
+    and links to every attempt's span.
     """
 
     def __init__(
@@ -99,30 +110,55 @@ class EdgePeers:
         ]
         self._publish_timeout_s = publish_timeout_s
         self._call_timeout_s = call_timeout_s
+        self._tracer_provider = tracer_provider
         self._clock = clock
         self._pow = 0.0
         self._pow_read_at = -1e18
         self._batches = {
-            ephemeral: GroupCommit[tuple[bytes, bytes], PublishOutcome](
+            ephemeral: GroupCommit[_Item, PublishOutcome](
                 functools.partial(self._publish_batch, ephemeral=ephemeral),
                 max_batch=_BATCH,
-                size=lambda item: len(item[0]),
+                size=lambda item: len(item[0]) + _TRACEPARENT_BYTES,
                 max_size=_BATCH_BYTES,
             )
             for ephemeral in (False, True)
         }
 
     async def publish(self, raw: bytes, envelope_hash: bytes, *, ephemeral: bool) -> PublishOutcome:
-        """Publish on every edge peer at once (in a shared call) and sum the Waku peers reached."""
-        return await self._batches[ephemeral].submit((raw, envelope_hash))
+        """Publish on every edge peer at once (in a shared call) and sum the Waku peers reached; the
+        envelope carries the current span's trace context (the attempt's)."""
+        origin = trace.get_current_span().get_span_context()
+        return await self._batches[ephemeral].submit((raw, envelope_hash, origin))
 
-    async def _publish_batch(
-        self, items: Sequence[tuple[bytes, bytes]], *, ephemeral: bool
-    ) -> list[PublishOutcome]:
+    async def _publish_batch(self, items: Sequence[_Item], *, ephemeral: bool) -> list[PublishOutcome]:
+        """One shared call under a span of its own, linked to each envelope's attempt.
+
+        The flush runs in the group commit's task, whose context is that of the attempt that started it:
+        without a new trace here every later call of that task would land in that one attempt's trace.
+        """
+        links = [
+            trace.Link(origin, {"mailmesh.envelope_hash": envelope_hash.hex()})
+            for _, envelope_hash, origin in items
+            if origin.is_valid
+        ]
+        attributes = {"messaging.batch.message_count": len(items), "mailmesh.ephemeral": ephemeral}
+        span = start_span(
+            "send publish batch",
+            kind=trace.SpanKind.PRODUCER,
+            attributes=attributes,
+            links=links,
+            new_trace=True,
+            tracer_provider=self._tracer_provider,
+        )
+        with trace.use_span(span, end_on_exit=True):
+            return await self._call(items, ephemeral=ephemeral)
+
+    async def _call(self, items: Sequence[_Item], *, ephemeral: bool) -> list[PublishOutcome]:
         request = edgepeer_pb2.PublishRequest(
-            envelopes=[raw for raw, _ in items],
+            envelopes=[raw for raw, _, _ in items],
             ephemeral=ephemeral,
             relay_timeout=duration(self._publish_timeout_s),
+            traceparents=[traceparent(origin) for _, _, origin in items],
         )
         timeout = remaining_timeout(self._call_timeout_s + self._publish_timeout_s)
         results = await asyncio.gather(
@@ -135,7 +171,7 @@ class EdgePeers:
         if refused and len(items) > 1:
             # The edge peer refuses a whole call for one envelope it cannot take (over its max message size):
             # each envelope alone, so only that one fails.
-            alone = [self._publish_batch([item], ephemeral=ephemeral) for item in items]
+            alone = [self._call([item], ephemeral=ephemeral) for item in items]
             return [outcome for outcomes in await asyncio.gather(*alone) for outcome in outcomes]
         answers: list[tuple[str, Sequence[edgepeer_pb2.PublishResult] | None]] = []
         for (target, _), result in zip(self._stubs, results, strict=True):
@@ -147,7 +183,7 @@ class EdgePeers:
                 raise result
             else:
                 answers.append((target, result.results))
-        return [_outcome(envelope_hash, index, answers) for index, (_, envelope_hash) in enumerate(items)]
+        return [_outcome(item[1], index, answers) for index, item in enumerate(items)]
 
     async def pow_target(self) -> float:
         """The highest PoW requirement among the edge peers and their connected Waku peers (cached 2 s);

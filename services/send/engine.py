@@ -5,8 +5,9 @@ lease (the change log WatchSendStatuses follows), made by the state machine in
 :mod:`services.send.schedule`; the engine only decides *when*. The owned requests and the writes live in
 :class:`~services.send.owned.OwnedRequests`. Requests a replica accepted for a shard it does not own are
 picked up by the owner's periodic read of its open requests. Attempts and store checks join the trace of
-the Send (or Resend) call when this replica took it and owns the shard: the call's span context is kept in
-memory until the final change (docs/operations.md "Traces").
+the Send (or Resend) call that queued the request, whichever replica took it and whenever they run: the
+call's ``traceparent`` is stored with the request (``OutboxEntry.traceparent``; docs/operations.md
+"Traces").
 
 Shards move between replicas (:mod:`services.send.ownership`, fair shares): a shard this replica must
 hand over gets no new attempt, and its lease is released once none of its attempts or saves is in flight,
@@ -21,11 +22,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from typing import Any
 
 from opentelemetry import trace
 
-from meshcore.tracing import start_span
+from meshcore.tracing import parse_traceparent, start_span, traceparent
 from msgstore.errors import LeaseLost, MsgStoreError, RequestIdConflict
 from msgstore.protocol import MsgStore
 from msgstore.types import HealthStatus, MessageErrorKind, OutboxEntry, SendState
@@ -125,6 +127,7 @@ class SendEngine:
         repeat is recognised here, before ``add`` (which compares timestamps). A generated id is new.
         """
         owned = self._owned
+        entry = _traced(entry)
         existing = await owned.outbox.get(entry.request_id, now=self._clock()) if given_id else None
         if existing is not None:
             probe = entry if given_timestamp else without_timestamp(entry)
@@ -137,7 +140,6 @@ class SendEngine:
             raise RequestIdTaken(entry.request_id) from err
         if created and self._ownership.lease(owned.shard(stored.request_id)) is not None:
             owned.entries.setdefault(stored.request_id, stored)
-            owned.remember_origin(stored.request_id)
             self._wake.set()
         return stored, created
 
@@ -148,9 +150,12 @@ class SendEngine:
 
     async def resend(self, request_id: str) -> tuple[bool, SendState]:
         """Re-queue a FAILED request as fresh: (rescheduled, state after). NotOwner as for cancel."""
-        return await self._final_edit(
-            request_id, lambda e, now: schedule.resend(e, now, self._policy), cancel=False
-        )
+
+        def edit(entry: OutboxEntry, now: float) -> OutboxEntry | None:
+            resent = schedule.resend(entry, now, self._policy)
+            return None if resent is None else _traced(resent, replace_old=True)
+
+        return await self._final_edit(request_id, edit, cancel=False)
 
     async def _final_edit(
         self,
@@ -179,7 +184,6 @@ class SendEngine:
             if not cancel:
                 owned.finished.pop(request_id, None)
                 owned.entries[request_id] = saved
-                owned.remember_origin(request_id)
                 self._wake.set()
             return True, saved.state
 
@@ -324,7 +328,7 @@ class SendEngine:
             )
             return
         if entry.state is SendState.AWAITING_STORE:
-            check = start_span("send store check", parent=self._owned.origins.get(entry.request_id))
+            check = start_span("send store check", parent=parse_traceparent(entry.traceparent))
             with trace.use_span(check, end_on_exit=True):  # its Lookup client spans are the children
                 await self._check_store(entry)
             return
@@ -335,10 +339,10 @@ class SendEngine:
             "mailmesh.request_id": started.request_id,
             "mailmesh.attempt": started.progress.attempts,
         }
-        # One span per attempt, in the Send's trace; its Publish, ListPeers, NodeInfo calls are children (a
-        # Publish call shared by concurrent attempts is the child of the first attempt's span).
-        origin = self._owned.origins.get(started.request_id)
-        span = start_span("send attempt", attributes=attrs, parent=origin)
+        # One span per attempt, in the Send's trace; its ListPeers and NodeInfo calls are children, and so is
+        # the edge peer's span for its envelope (the envelope carries this span's traceparent through the
+        # Publish call it shares with concurrent attempts; services.send.clients.EdgePeers).
+        span = start_span("send attempt", attributes=attrs, parent=parse_traceparent(started.traceparent))
         with trace.use_span(span, end_on_exit=True):
             try:
                 envelope = await self._sealer.seal(started, await self._publisher.pow_target())
@@ -363,6 +367,15 @@ class SendEngine:
             self._owned.hold[entry.request_id] = self._clock() + SAVE_RETRY_S
             return
         await self._owned.save(schedule.after_store_check(entry, held, self._clock(), self._policy))
+
+
+def _traced(entry: OutboxEntry, *, replace_old: bool = False) -> OutboxEntry:
+    """``entry`` with the calling RPC's trace context (the Send or Resend span), kept unless ``replace_old``
+    when it already has one; unchanged outside a traced call."""
+    if entry.traceparent and not replace_old:
+        return entry
+    current = traceparent(trace.get_current_span().get_span_context())
+    return replace(entry, traceparent=current) if current else entry
 
 
 async def _guarded(request_id: str, work: Coroutine[Any, Any, None]) -> None:

@@ -14,8 +14,6 @@ import contextlib
 import logging
 from collections.abc import Callable, Sequence
 
-from opentelemetry import trace
-
 from msgstore.errors import LeaseLost, MsgStoreError, RequestIdConflict
 from msgstore.protocol import MsgStore, OutboxStore
 from msgstore.sharding import shard_of
@@ -57,9 +55,6 @@ class OwnedRequests:
         self.finished: dict[str, float] = {}
         #: Requests whose attempt in flight must not save its result (canceled meanwhile).
         self.canceled: set[str] = set()
-        #: Request id -> the span context of the Send (or Resend) call this replica took: its attempts and
-        #: store checks join that trace (docs/operations.md "Traces"); kept until the final change.
-        self.origins: dict[str, trace.SpanContext] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._writing: dict[int, int] = {}  # shard -> saves in flight
         self._adds: GroupCommit[OutboxEntry, tuple[OutboxEntry, bool]] = GroupCommit(self._flush_adds)
@@ -155,7 +150,6 @@ class OwnedRequests:
         if saved.state.is_final:
             self.entries.pop(rid, None)
             self._locks.pop(rid, None)
-            self.origins.pop(rid, None)
             self.finished[rid] = self._clock()
         else:
             self.entries[rid] = saved
@@ -164,11 +158,6 @@ class OwnedRequests:
         self._changed = asyncio.Event()
 
     # ------------------------------------------------------------------------------------------ shards
-
-    def remember_origin(self, request_id: str) -> None:
-        """Keep the calling RPC's span context so the request's attempts join its trace."""
-        if (origin := trace.get_current_span().get_span_context()).is_valid:
-            self.origins[request_id] = origin
 
     def adopt(self, opened: Sequence[OutboxEntry], busy: set[str]) -> None:
         """Take the open requests read from an owned shard that are not known here yet."""
@@ -188,5 +177,4 @@ class OwnedRequests:
         lease = self._ownership.drop(shard)
         for rid in [rid for rid in self.entries if self.shard(rid) == shard]:
             del self.entries[rid]
-            self.origins.pop(rid, None)
         return lease

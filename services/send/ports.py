@@ -43,7 +43,8 @@ class Publisher(Protocol):
     """Publishes one envelope through every edge peer (services.send.clients.EdgePeers)."""
 
     async def publish(self, raw: bytes, envelope_hash: bytes, *, ephemeral: bool) -> PublishOutcome:
-        """The summed outcome; never raises for an unreachable edge peer (it counts as no peer)."""
+        """The summed outcome; never raises for an unreachable edge peer (it counts as no peer). The
+        current span (the attempt's) is the envelope's trace context on the edge peers."""
         ...
 
     async def pow_target(self) -> float:

@@ -8,7 +8,10 @@ receives what a ``SendService.Send`` and a REST ``POST /send`` to the gateway pu
   exported by the service its ``job`` matcher selects; the catalogue in docs/operations.md "Metrics" lists
   exactly what each service exports.
 - The history request is ONE trace: the edge peer's ``mailserver request`` span → history-query → archive.
-- The Send is ONE trace: the Send call → the send attempt (a background task) → the edge peer's Publish.
+- The Send is ONE trace: the Send call → the send attempt (a background task) → the edge peer's span for its
+  envelope. The Publish call that carried the envelope may carry other attempts' envelopes too: it is a trace
+  of its own (``send publish batch`` → the call on both sides) that links to the attempt, and the envelope's
+  span links to the call.
 - The REST ``POST /send`` is ONE trace: the gateway's HTTP request → its Send call → the same chain.
 """
 
@@ -168,13 +171,15 @@ class Traffic:
     rest_request_id: str
     """The requestId the gateway's ``POST /send`` answered."""
     history_hashes: list[bytes]
+    relayed_hashes: set[bytes]
+    """The hashes of what both sends' envelopes reached the RLPx peer as."""
     exported: dict[str, set[str]]
     """Service -> every sample name its /metrics can expose (a histogram's _bucket/_sum/_count included)."""
     sampled: dict[str, set[str]]
     """Service -> the names that have at least one sample line."""
 
 
-async def _drive(processes: ProcessMesh) -> tuple[str, str, list[bytes]]:
+async def _drive(processes: ProcessMesh) -> tuple[str, str, list[bytes], set[bytes]]:
     sink = MemorySink()
     client = relay_client(sink)
     await client.start()
@@ -201,8 +206,8 @@ async def _drive(processes: ProcessMesh) -> tuple[str, str, list[bytes]]:
             body = {"contentTopic": BRIDGED, "payload": base64.b64encode(b"traced over REST").decode()}
             sent = await rest.post("/send", json=body)
         assert sent.status_code == 200, sent.text
-        await sink.wait_for(2, timeout=WAIT_S)  # both sends' envelopes, relayed to this peer
-        return reply.request_id, sent.json()["requestId"], [e.hash for e in got]
+        relayed = await sink.wait_for(2, timeout=WAIT_S)  # both sends' envelopes, relayed to this peer
+        return reply.request_id, sent.json()["requestId"], [e.hash for e in got], {e.hash for e in relayed}
     finally:
         await client.stop()
 
@@ -218,12 +223,12 @@ def _exposition(port: int) -> tuple[set[str], set[str]]:
 
 @pytest.fixture(scope="module")
 def traffic(mesh: ProcessMesh) -> Traffic:
-    request_id, rest_request_id, hashes = run(_drive(mesh))
+    request_id, rest_request_id, hashes, relayed = run(_drive(mesh))
     exported: dict[str, set[str]] = {}
     sampled: dict[str, set[str]] = {}
     for name in SERVICES:
         exported[name], sampled[name] = _exposition(mesh.get(name).spec.metrics_port)
-    return Traffic(request_id, rest_request_id, hashes, exported, sampled)
+    return Traffic(request_id, rest_request_id, hashes, relayed, exported, sampled)
 
 
 def test_every_server_and_client_has_the_go_grpc_prometheus_metrics(traffic: Traffic) -> None:
@@ -340,6 +345,55 @@ def test_a_history_request_over_rlpx_is_one_trace_edge_history_archive(
     assert requests[0].span.kind == Span.SPAN_KIND_SERVER
 
 
+def _ids(span_or_link: Any) -> tuple[bytes, bytes]:
+    return bytes(span_or_link.trace_id), bytes(span_or_link.span_id)
+
+
+def _carrier(spans: list[Received], envelope: Received) -> list[Received] | None:
+    """The trace of the Publish call that carried ``envelope`` (the edge peer's span for one envelope links
+    to the call's server span), from that server span up to its root; None until all of it arrived."""
+    [link] = envelope.span.links
+    by_id = {_ids(r.span): r for r in spans}
+    if (node := by_id.get(_ids(link))) is None:
+        return None
+    chain = [node]
+    while node.parent:
+        if (node := by_id.get((bytes(node.span.trace_id), node.parent))) is None:
+            return None
+        chain.append(node)
+    return chain
+
+
+def _relayed_envelope(collector: OtlpReceiver, trace_id: bytes, traffic: Traffic) -> Received:
+    """The edge peer's span, in the trace ``trace_id``, for the envelope the RLPx peer received (an attempt
+    that reached no peer would have a span too), once it and its parent (the attempt) have arrived."""
+
+    def found(spans: list[Received]) -> Received | None:
+        trace = _trace(spans, trace_id)
+        ids = {bytes(r.span.span_id) for r in trace}
+        for r in trace:
+            attributes = {a.key: a.value.string_value for a in r.span.attributes}
+            named = bytes.fromhex(attributes.get("mailmesh.envelope_hash", ""))
+            if r.span.name == "publish envelope" and named in traffic.relayed_hashes and r.parent in ids:
+                return r
+        return None
+
+    return collector.wait_for(found, "the edge peer's span for the envelope the peer received")
+
+
+def _the_call_links_to_the_attempt(collector: OtlpReceiver, envelope: Received) -> None:
+    """The shared Publish call's own trace: ``send publish batch`` → the call on both sides, the batch span
+    linked to the attempt that put ``envelope`` in it (the envelope span's parent)."""
+    call = collector.wait_for(lambda spans: _carrier(spans, envelope), "the Publish call that carried it")
+    assert [(r.service, r.span.name) for r in call] == [
+        ("edge-peer", "/mailmesh.edgepeer.v1.EdgePeerService/Publish"),
+        ("send", "/mailmesh.edgepeer.v1.EdgePeerService/Publish"),
+        ("send", "send publish batch"),
+    ]
+    assert (bytes(envelope.span.trace_id), envelope.parent) in {_ids(link) for link in call[-1].span.links}
+    assert call[-1].span.kind == Span.SPAN_KIND_PRODUCER
+
+
 def test_a_send_is_one_trace_from_the_call_to_the_edge_peer_publish(
     receiver: tuple[OtlpReceiver, int], traffic: Traffic
 ) -> None:
@@ -349,28 +403,24 @@ def test_a_send_is_one_trace_from_the_call_to_the_edge_peer_publish(
             spans,
             # The gRPC Send's own span is a root; the REST send's has the gateway's call as parent.
             lambda r: r.service == "send" and r.span.name.endswith("SendService/Send") and not r.parent,
-            lambda r: r.service == "edge-peer" and r.span.name.endswith("EdgePeerService/Publish"),
+            lambda r: r.service == "edge-peer" and r.span.name == "publish envelope",
         ),
-        "the edge peer's Publish and all its ancestors in the Send's trace",
+        "the edge peer's span for the envelope and all its ancestors in the Send's trace",
     )
     assert chain == [
-        ("edge-peer", "/mailmesh.edgepeer.v1.EdgePeerService/Publish"),
-        ("send", "/mailmesh.edgepeer.v1.EdgePeerService/Publish"),
+        ("edge-peer", "publish envelope"),
         ("send", "send attempt"),
         ("send", "/mailmesh.send.v1.SendService/Send"),
     ]
     attempt = next(r for r in trace if r.span.name == "send attempt")
     attributes = {a.key: a.value.string_value for a in attempt.span.attributes}
     assert attributes["mailmesh.request_id"] == traffic.request_id
-    assert [r.span.name for r in trace if not r.parent] == ["/mailmesh.send.v1.SendService/Send"]
+    roots = [r for r in trace if not r.parent]
+    assert [r.span.name for r in roots] == ["/mailmesh.send.v1.SendService/Send"]
+    envelope = _relayed_envelope(collector, bytes(roots[0].span.trace_id), traffic)
+    _the_call_links_to_the_attempt(collector, envelope)
 
 
-@pytest.mark.xfail(
-    reason="send shares one Publish call between concurrent attempts: the REST Send's attempt may ride "
-    "on the gRPC Send's call (only the first attempt's span parents it), so its chain may never reach "
-    "the edge peer; to be fixed by linking every attempt to the shared call (issue 13 note)",
-    strict=False,
-)
 def test_a_rest_send_is_one_trace_from_the_gateway_to_the_edge_peer_publish(
     receiver: tuple[OtlpReceiver, int], traffic: Traffic
 ) -> None:
@@ -379,13 +429,12 @@ def test_a_rest_send_is_one_trace_from_the_gateway_to_the_edge_peer_publish(
         lambda spans: _complete(
             spans,
             lambda r: r.service == "gateway" and not r.parent,
-            lambda r: r.service == "edge-peer" and r.span.name.endswith("EdgePeerService/Publish"),
+            lambda r: r.service == "edge-peer" and r.span.name == "publish envelope",
         ),
-        "the edge peer's Publish and all its ancestors in the REST send's trace",
+        "the edge peer's span for the envelope and all its ancestors in the REST send's trace",
     )
     assert chain == [
-        ("edge-peer", "/mailmesh.edgepeer.v1.EdgePeerService/Publish"),
-        ("send", "/mailmesh.edgepeer.v1.EdgePeerService/Publish"),
+        ("edge-peer", "publish envelope"),
         ("send", "send attempt"),
         ("send", "/mailmesh.send.v1.SendService/Send"),
         ("gateway", "/mailmesh.send.v1.SendService/Send"),
@@ -397,3 +446,5 @@ def test_a_rest_send_is_one_trace_from_the_gateway_to_the_edge_peer_publish(
     roots = [r for r in trace if not r.parent]
     assert [(r.service, r.span.name) for r in roots] == [("gateway", "POST /send")]
     assert roots[0].span.kind == Span.SPAN_KIND_SERVER
+    envelope = _relayed_envelope(collector, bytes(roots[0].span.trace_id), traffic)
+    _the_call_links_to_the_attempt(collector, envelope)

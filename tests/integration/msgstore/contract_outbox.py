@@ -29,6 +29,9 @@ from tests.integration.msgstore.contract_data import (
     shard_lease,
 )
 
+#: A W3C traceparent (Trace Context, "traceparent Header").
+TRACEPARENT = "00-" + "4b" * 16 + "-" + "00f0" * 4 + "-01"
+
 
 class OutboxContract:
     """The send service's outbox: requests, shards, the open-request index, change logs."""
@@ -61,10 +64,34 @@ class OutboxContract:
             stored_at=T0 + 2.5,
             stored=True,
             message=Message(e.message.payload, e.message.content_topic, 1, 5, b"meta", b"rln", True),
+            traceparent=TRACEPARENT,
         )
         saved = await store.outbox.save(full, lease, now=T0 + 7)
         assert saved.sequence == 1
         assert await store.outbox.get(e.request_id, now=T0 + 8) == saved
+
+    async def test_the_trace_context_is_kept_from_add_through_saves_to_a_new_owner(
+        self, store: MsgStore
+    ) -> None:
+        """What makes a retry after a restart, or by another replica, join the Send's trace."""
+        traced = dataclasses.replace(entry(4), traceparent=TRACEPARENT)
+        plain = entry(5)  # no trace context: stored without one (as documents written before it existed)
+        for e in (traced, plain):
+            await store.outbox.add(e, now=T0)
+        for e in (traced, plain):
+            shard = shard_of(e.request_id, SHARDS)
+            lease = await shard_lease(store, shard)
+            [opened] = [o for o in await store.outbox.open_requests(shard, lease, now=T0) if o == e]
+            await store.outbox.save(advanced(opened, SendState.RETRY_WAIT, T0 + 1), lease, now=T0 + 1)
+            await store.leases.release(lease)
+            taker = await shard_lease(store, shard, owner="o2", now=T0 + 2)
+            [again] = [
+                o
+                for o in await store.outbox.open_requests(shard, taker, now=T0 + 2)
+                if o.request_id == e.request_id
+            ]
+            assert (again.progress.attempts, again.traceparent) == (1, e.traceparent)
+            await store.leases.release(taker)
 
     async def test_save_numbers_changes_per_shard_and_needs_the_lease(self, store: MsgStore) -> None:
         e = entry(3)
