@@ -28,3 +28,7 @@ done
 "$python" -m pip install -q --disable-pip-version-check --no-cache-dir "uv==${UV_VERSION}"
 "$python" -m uv pip install -q --python "$python" \
   -r "$root/pyproject.toml" -c "$root/requirements.lock" "${extras[@]}"
+# pyspark is published as a source distribution only: every install that builds it leaves its ~600 MB
+# unpacked source tree in uv's cache, and a machine running many worktrees filled its disk that way (87
+# copies, 53 GB). `uv cache prune` removes what no install uses any more; the built wheel stays.
+"$python" -m uv cache prune -q || echo "install_deps: uv cache prune failed (ignored)" >&2
