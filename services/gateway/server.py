@@ -125,6 +125,11 @@ class HttpServer:
         )
         _log.info("REST API on %s:%d", cfg.http_host, self.port, extra={"http_port": self.port})
 
+    @property
+    def connections(self) -> int:
+        """HTTP connections open now (uvicorn's count; a connection leaves it when its client closes)."""
+        return len(self._server.server_state.connections) if self._server is not None else 0
+
     async def stop(self) -> None:
         """Stop accepting, let requests in flight finish (uvicorn's graceful shutdown), return when done."""
         if self._server is None or self._task is None:

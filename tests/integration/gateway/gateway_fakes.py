@@ -137,6 +137,9 @@ class FakeSubscription(subscription_pb2_grpc.SubscriptionServiceServicer):
         self.revision = 0
         self.waiting = 0  # PollEvents / PollRecords calls waiting now
         self.streaming = 0  # StreamEvents calls open now
+        self.poll_gate = asyncio.Event()  # PollEvents answers only while set (a test clears it to hold them)
+        self.poll_gate.set()
+        self.polls_held = 0  # PollEvents calls that arrived while the gate was closed
 
     # ------------------------------------------------------------------------------------ test controls
 
@@ -289,6 +292,8 @@ class FakeSubscription(subscription_pb2_grpc.SubscriptionServiceServicer):
 
     async def PollEvents(self, request: pb.PollEventsRequest, context: Any) -> pb.PollEventsResponse:
         await self.failures.check("PollEvents", context)
+        self.polls_held += not self.poll_gate.is_set()
+        await self.poll_gate.wait()
         after = request.after_sequence if request.HasField("after_sequence") else self.head
         await self._expired(after, context)
         wait = request.wait.ToNanoseconds() / 1e9
