@@ -3,7 +3,7 @@
 Middlewares, outermost first: OpenTelemetry (a server span per request, parent of the gRPC client spans the
 upstream calls make), metrics and access log, CORS (GATEWAY_CORS_ORIGINS), bearer auth, rate limit, body cap.
 The OpenAPI document lists every answer each operation can give (FastAPI's default 422 is replaced by our 400
-everywhere, since that is what the gateway answers) and the bearer scheme when tokens are configured.
+everywhere, since that is what the gateway answers) and the bearer scheme when MAILMESH_AUTH=token.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 
+from meshcore.auth import Tokens
 from services.gateway.docs import docs_router
 from services.gateway.errors import ApiError, error_body, validation_message
 from services.gateway.events import events_router
@@ -45,9 +46,9 @@ error is `{"error": "<what is wrong, which field>"}`.
 
 
 def build_app(
-    state: GatewayState, tokens: tuple[str, ...], *, tracer_provider: trace.TracerProvider | None = None
+    state: GatewayState, tokens: Tokens | None, *, tracer_provider: trace.TracerProvider | None = None
 ) -> FastAPI:
-    """The application over ``state``; ``tokens`` non-empty turns bearer auth on."""
+    """The application over ``state``; ``tokens`` (the mesh's: ``MAILMESH_AUTH=token``) turns auth on."""
     cfg = state.cfg
     app = FastAPI(
         title=TITLE,
@@ -90,7 +91,7 @@ def build_app(
     if cfg.rate_limit_per_s > 0:
         buckets = TokenBuckets(cfg.rate_limit_per_s, cfg.rate_limit_burst)
         app.add_middleware(RateLimitMiddleware, buckets=buckets, metrics=state.metrics)
-    if tokens:
+    if tokens is not None:
         app.add_middleware(AuthMiddleware, tokens=tokens, metrics=state.metrics)
     if cfg.cors_origins:
         app.add_middleware(
@@ -113,7 +114,7 @@ def build_app(
         excluded_urls="/docs,/openapi.json",
         exclude_spans=["receive", "send"],
     )
-    app.openapi = lambda: _openapi(app, bool(tokens))  # type: ignore[method-assign]
+    app.openapi = lambda: _openapi(app, tokens is not None)  # type: ignore[method-assign]
     return app
 
 
@@ -143,7 +144,7 @@ def _openapi(app: FastAPI, auth: bool) -> dict[str, Any]:
             "bearerAuth": {
                 "type": "http",
                 "scheme": "bearer",
-                "description": "A token of GATEWAY_AUTH_TOKENS.",
+                "description": "A token of the mesh's client role or above (MAILMESH_AUTH_CLIENT_TOKENS).",
             }
         }
     app.openapi_schema = doc

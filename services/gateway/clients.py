@@ -23,15 +23,19 @@ from mailmesh.subscription.v1 import subscription_pb2 as sub_pb2
 from mailmesh.subscription.v1 import subscription_pb2_grpc
 from meshcore import make_channel
 from meshcore.protoconv import duration
+from meshcore.security import ChannelSecurity
 from services.gateway.config import Config
 from services.gateway.errors import UpstreamError
 
-__all__ = ["Upstream"]
+__all__ = ["UPSTREAM_SERVICES", "Upstream"]
 
 T = TypeVar("T")
 SEND = "mailmesh.send.v1.SendService"
 SUBSCRIPTION = "mailmesh.subscription.v1.SubscriptionService"
 HEALTH = "mailmesh.health.v1.HealthService"
+UPSTREAM_SERVICES = (SEND, SUBSCRIPTION, HEALTH)
+"""Every gRPC service the gateway calls: all of the client role (MESSAGING-API "send", "subscription",
+"health"); a unit test checks that no method of theirs needs more."""
 # Reconnect within about a second of an upstream coming back (gRPC's default backoff grows to 120 s).
 _RECONNECT = (
     ("grpc.initial_reconnect_backoff_ms", 200),
@@ -41,7 +45,12 @@ _RECONNECT = (
 
 
 class Upstream:
-    """Stubs of the send, subscription and health services (open from a coroutine; :meth:`close` at exit)."""
+    """Stubs of the send, subscription and health services (open from a coroutine; :meth:`close` at exit).
+
+    ``security`` None: the process default (this service's TLS certificate and service token, installed by
+    :func:`meshcore.setup_observability`). Every method here is an RPC of the client role
+    (:data:`meshcore.auth.CLIENT_SERVICES`): nothing reachable through REST needs more.
+    """
 
     def __init__(
         self,
@@ -49,6 +58,7 @@ class Upstream:
         *,
         registry: CollectorRegistry = REGISTRY,
         tracer_provider: trace.TracerProvider | None = None,
+        security: ChannelSecurity | None = None,
     ) -> None:
         def channel(target: str, service: str, timeout_s: float, idempotent: tuple[str, ...]) -> Any:
             return make_channel(
@@ -61,6 +71,7 @@ class Upstream:
                 tracer_provider=tracer_provider,
                 max_message_bytes=cfg.runtime.max_message_bytes,
                 options=_RECONNECT,
+                security=security,
             )
 
         self._send_s = cfg.send_timeout_s

@@ -3,12 +3,15 @@
 The gateway answers REST on ``GATEWAY_HTTP_PORT`` (8645) and serves only ``grpc.health.v1`` on its gRPC port
 (50058), so the process harness and Kubernetes gRPC probes treat it like every other service. Upstream
 addresses are single gRPC targets: ``host:port`` or a load-balanced name such as ``dns:///send:50055``.
+
+Authentication is not here: the REST API takes the bearer tokens the whole mesh is configured with
+(``MAILMESH_AUTH`` and ``MAILMESH_AUTH_{CLIENT,SERVICE,ADMIN}_TOKENS[_FILE]``, in ``runtime.security``;
+docs/security.md "Tokens and roles").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from meshcore import FromEnv, RuntimeConfig, runtime_settings, setting
 from meshcore.parsers import (
@@ -33,11 +36,6 @@ def _origin(raw: str) -> str:
     if text != "*" and not (text.startswith(("http://", "https://")) and text.count("/") == 2):
         raise ValueError("must be * or an origin like https://app.example.org (scheme, host, optional port)")
     return text
-
-
-def _optional_path(raw: str) -> Path | None:
-    text = raw.strip()
-    return Path(text) if text else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,21 +121,6 @@ class Config(FromEnv):
         doc="The node's max message size, bytes (Waku v1 default 1 MiB): a payload may be 20 bytes less; a "
         "request body may be as long as that payload in base64 plus 16 KiB of JSON, longer ones get 413.",
     )
-    auth_tokens: tuple[str, ...] = setting(
-        "GATEWAY_AUTH_TOKENS",
-        parse_list(parse_str(allow_empty=False)),
-        default="",
-        doc="Bearer tokens accepted, comma-separated; with none here or in GATEWAY_AUTH_TOKENS_FILE the API "
-        "is open. With tokens, every endpoint but /docs and /openapi.json needs `Authorization: Bearer`.",
-        secret=True,
-    )
-    auth_tokens_file: Path | None = setting(
-        "GATEWAY_AUTH_TOKENS_FILE",
-        _optional_path,
-        default="",
-        doc="A file with one bearer token per line (blank lines and # comments ignored), read at start-up; "
-        "adds to GATEWAY_AUTH_TOKENS.",
-    )
     cors_origins: tuple[str, ...] = setting(
         "GATEWAY_CORS_ORIGINS",
         parse_list(_origin),
@@ -150,7 +133,7 @@ class Config(FromEnv):
         parse_float(0, 1_000_000),
         default="0",
         doc="Requests per second one client may make on average (token bucket; over it: 429 with "
-        "Retry-After); 0 = no limit. A client is its bearer token, or its address without auth.",
+        "Retry-After); 0 = no limit. A client is its bearer token (MAILMESH_AUTH=token), or its address.",
     )
     rate_limit_burst: int = setting(
         "GATEWAY_RATE_LIMIT_BURST",

@@ -26,8 +26,10 @@ import grpc
 from meshcore.logging import trim
 
 __all__ = [
+    "CLIENT_CLOSED",
     "HTTP_STATUS",
     "ApiError",
+    "ClientLeft",
     "UpstreamError",
     "error_body",
     "from_upstream",
@@ -73,6 +75,10 @@ _CLIENT_TEXT = frozenset(
 _RETRY_AFTER_S = 1  # 503 and a 429 whose status names no delay: the upstream services back off ~1 s
 
 
+CLIENT_CLOSED = 499
+"""The status recorded for a request whose client left first (nginx's "client closed request")."""
+
+
 class ApiError(Exception):
     """An HTTP error answer: status, the ``error`` text, extra body fields, extra headers."""
 
@@ -93,6 +99,15 @@ class ApiError(Exception):
     def body(self) -> dict[str, Any]:
         """The JSON body: ``{"error": ..., **extra}``."""
         return error_body(self.message, **self.extra)
+
+
+class ClientLeft(ApiError):
+    """The client closed the connection while its long poll waited: the wait is cancelled (and with it the
+    upstream call). Answered with nginx's 499 "client closed request", which nobody reads but the metrics and
+    the access log show."""
+
+    def __init__(self) -> None:
+        super().__init__(CLIENT_CLOSED, "the client closed the connection")
 
 
 class UpstreamError(Exception):

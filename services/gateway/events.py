@@ -16,11 +16,13 @@ the client reconnects and resumes with ``Last-Event-ID``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Annotated
+import contextlib
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
+from starlette.requests import ClientDisconnect
 
 from mailmesh.subscription.v1 import subscription_pb2 as sub_pb2
 from services.gateway.convert import EVENT_TYPES, event_json
@@ -84,6 +86,7 @@ def events_router(state: GatewayState) -> APIRouter:
         "everything retained).",
     )
     async def poll(
+        request: Request,
         after: Annotated[
             int | None, Query(ge=0, le=_MAX_SEQ, description="Resume after this sequence.")
         ] = None,
@@ -96,11 +99,11 @@ def events_router(state: GatewayState) -> APIRouter:
         requestId: RequestId = None,  # noqa: N803
     ) -> Json:
         flt = event_filter(filter_key(types, subscriptionId, requestId))
-        request = sub_pb2.PollEventsRequest(filter=flt, limit=limit)
+        polled = sub_pb2.PollEventsRequest(filter=flt, limit=limit)
         if after is not None:
-            request.after_sequence = after
+            polled.after_sequence = after
         try:
-            reply = await state.unless_stopping(up.poll_events(request, state.wait_s(wait)))
+            reply = await state.unless_stopping(up.poll_events(polled, state.wait_s(wait)), request)
         except UpstreamError as err:
             raise from_upstream(err) from err
         if reply is None:  # shutting down
@@ -151,41 +154,73 @@ def events_router(state: GatewayState) -> APIRouter:
         except UpstreamError as err:
             raise from_upstream(err) from err
         frames = _frames(state, key, resume, client, joined_at)
-        return StreamingResponse(frames, media_type="text/event-stream", headers=_SSE_HEADERS)
+        return _SseResponse(frames, on_close=lambda: state.hub.detach(key, client))
 
     return router
 
 
+class _SseResponse(StreamingResponse):
+    """A text/event-stream response that releases its client however the stream ends.
+
+    The client is attached before the response starts (so an upstream failure can still be a 503), and the
+    frames generator cannot release it: when the client disconnects before the first byte, Starlette cancels
+    the streaming task before it ever iterates the generator, and a generator never started runs no
+    ``finally``. So the release is here, after the response whatever happened: the generator is closed (its
+    catch-up read with it) and ``on_close`` detaches the client from its feed (the last one stops the
+    upstream ``StreamEvents``).
+    """
+
+    def __init__(
+        self, frames: AsyncGenerator[bytes, None], *, on_close: Callable[[], Awaitable[None]]
+    ) -> None:
+        super().__init__(frames, media_type="text/event-stream", headers=_SSE_HEADERS)
+        self._frames = frames
+        self._on_close = on_close
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Stream, then release the client (also when the stream never started)."""
+        try:
+            # ASGI 2.4 servers raise from send once the client is gone (Starlette: ClientDisconnect); the
+            # stream simply ends, it is no error of ours.
+            with contextlib.suppress(ClientDisconnect):
+                await super().__call__(scope, receive, send)
+        finally:
+            try:
+                await self._frames.aclose()
+            finally:
+                await self._on_close()
+
+
 async def _frames(
     state: GatewayState, key: FilterKey, resume: int | None, client: SseClient, joined_at: int
-) -> AsyncIterator[bytes]:
-    """The stream: catch up from ``resume``, then the client's queue, heartbeats, a final comment."""
+) -> AsyncGenerator[bytes, None]:
+    """The stream: catch up from ``resume``, then the client's queue, heartbeats, a final comment (the
+    response detaches the client: :class:`_SseResponse`)."""
     last = joined_at if resume is None else resume
-    try:
-        yield b"retry: 1000\n\n"
-        if last < joined_at:
-            try:
-                async for frame in state.hub.catch_up(key, last, joined_at):
+    yield b"retry: 1000\n\n"
+    if last < joined_at:
+        try:
+            # aclosing: a client leaving mid catch-up ends the page read now, not when it is collected.
+            async with contextlib.aclosing(state.hub.catch_up(key, last, joined_at)) as pages:
+                async for frame in pages:
                     if frame.sequence == 0 or frame.sequence > last:
                         last = max(last, frame.sequence)
                         yield frame.data
-            except UpstreamError:
-                yield b": the event log is unavailable; reconnect with Last-Event-ID\n\n"
-                return
-        while True:
-            batch = await client.take(state.cfg.sse_heartbeat_s)
-            out = [f.data for f in batch if f.sequence == 0 or f.sequence > last]
-            for frame in batch:
-                last = max(last, frame.sequence)
-            if out:
-                yield b"".join(out)
-            if client.closed:
-                yield _END_SHUTDOWN
-                return
-            if client.dropped:
-                yield _END_SLOW
-                return
-            if not batch:
-                yield _HEARTBEAT
-    finally:
-        await state.hub.detach(key, client)
+        except UpstreamError:
+            yield b": the event log is unavailable; reconnect with Last-Event-ID\n\n"
+            return
+    while True:
+        batch = await client.take(state.cfg.sse_heartbeat_s)
+        out = [f.data for f in batch if f.sequence == 0 or f.sequence > last]
+        for frame in batch:
+            last = max(last, frame.sequence)
+        if out:
+            yield b"".join(out)
+        if client.closed:
+            yield _END_SHUTDOWN
+            return
+        if client.dropped:
+            yield _END_SLOW
+            return
+        if not batch:
+            yield _HEARTBEAT

@@ -22,7 +22,7 @@ import contextlib
 import json
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass
 
 import grpc
@@ -209,7 +209,7 @@ class EventHub:
             del self._feeds[key]
             await feed.stop()
 
-    async def catch_up(self, key: FilterKey, after: int, until: int) -> AsyncIterator[Frame]:
+    async def catch_up(self, key: FilterKey, after: int, until: int) -> AsyncGenerator[Frame, None]:
         """Retained events after ``after`` up to at least ``until``, in pages; a ``gap`` frame first when
         ``after`` is past retention."""
         while after < until:

@@ -3,8 +3,8 @@
 - :class:`ObserveMiddleware`: request metrics by route template, method and status; one access-log line per
   request with method, route, status, duration and client address, never the query string, a header or a
   body (tokens travel in headers, payloads in bodies).
-- :class:`AuthMiddleware`: optional bearer tokens (RFC 6750), compared in constant time with every configured
-  token (``hmac.compare_digest``); 401 without a valid one. /docs and /openapi.json stay open.
+- :class:`AuthMiddleware`: with ``MAILMESH_AUTH=token``, a bearer token (RFC 6750) of the mesh's client role
+  or above (``meshcore.auth``, constant time); 401 without one. /docs and /openapi.json stay open.
 - :class:`RateLimitMiddleware`: per-client token buckets; 429 with Retry-After.
 - :class:`BodyLimitMiddleware`: bodies over the cap (the max message size in base64 plus JSON) get 413, by
   Content-Length before anything is read, or while a chunked body is read.
@@ -14,7 +14,7 @@ Every refusal is the API's error shape, ``{"error": ...}``.
 
 from __future__ import annotations
 
-import hmac
+import hashlib
 import json
 import logging
 import math
@@ -25,6 +25,7 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
+from meshcore.auth import Role, Tokens
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.ratelimit import TokenBuckets
 
@@ -44,7 +45,7 @@ App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 #: Paths served without a token: the API's description is public (it is in the repository anyway).
 OPEN_PATHS = ("/docs", "/openapi.json")
-CLIENT_KEY = "mailmesh.client"  # scope key: who the rate limit counts (token index, or address)
+CLIENT_KEY = "mailmesh.client"  # scope key: who the rate limit counts (token digest, or address)
 _access = logging.getLogger("services.gateway.access")
 
 
@@ -129,20 +130,14 @@ def _is_open(path: str) -> bool:
 
 
 class AuthMiddleware:
-    """Bearer-token check (constant-time against every token; RFC 6750 ``WWW-Authenticate`` on 401)."""
+    """Bearer-token check against the mesh's tokens (``MAILMESH_AUTH=token``): a token of the client role or
+    above (:meth:`meshcore.auth.Tokens.role_of`, constant time); 401 with RFC 6750 ``WWW-Authenticate``
+    otherwise. Every REST operation maps to a client-role RPC, so no higher role is ever required here."""
 
-    def __init__(self, app: App, tokens: Sequence[str], metrics: GatewayMetrics) -> None:
+    def __init__(self, app: App, tokens: Tokens, metrics: GatewayMetrics) -> None:
         self._app = app
-        self._tokens = [t.encode() for t in tokens]
+        self._tokens = tokens
         self._metrics = metrics
-
-    def _match(self, presented: bytes) -> int | None:
-        found: int | None = None
-        for index, token in enumerate(self._tokens):
-            # Every token is compared, so the time taken does not say which one (or whether any) matched.
-            if hmac.compare_digest(presented, token) and found is None:
-                found = index
-        return found
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI entry."""
@@ -151,8 +146,9 @@ class AuthMiddleware:
             return
         header = dict(scope["headers"]).get(b"authorization", b"")
         scheme, _, credentials = header.partition(b" ")
-        index = self._match(credentials.strip()) if scheme.lower() == b"bearer" else None
-        if index is None:
+        token = credentials.strip().decode("latin-1") if scheme.lower() == b"bearer" else ""
+        role = self._tokens.role_of(token)
+        if role is None or role < Role.CLIENT:
             self._metrics.rejected.labels("unauthenticated").inc()
             challenge = 'Bearer realm="mailmesh"' + (', error="invalid_token"' if header else "")
             text = (
@@ -160,7 +156,8 @@ class AuthMiddleware:
             )
             await respond(send, 401, text, {"WWW-Authenticate": challenge})
             return
-        scope[CLIENT_KEY] = f"token:{index}"
+        # The rate limit's key: a digest, so not even the limiter's memory holds the token itself.
+        scope[CLIENT_KEY] = "token:" + hashlib.sha256(token.encode("latin-1")).hexdigest()
         await self._app(scope, receive, send)
 
 

@@ -31,7 +31,8 @@ _RETRY_AFTER = {
 _TEXT = {
     400: "The request is malformed: bad JSON, a wrong type, bad base64, a bad GUID, a value out of range, or "
     "a message the node refuses; `error` names the field.",
-    401: "The gateway requires a bearer token (GATEWAY_AUTH_TOKENS) and none, or a wrong one, was given.",
+    401: "The mesh requires a bearer token (MAILMESH_AUTH=token) of the client role or above, and none, "
+    "or an unknown one, was given.",
     404: "Not found; `error` is the spec's text.",
     409: "The upstream refused the request in its current state (e.g. another send replica owns it); retry.",
     410: "The resume point is older than the retained events (`oldest` is the oldest still retained).",

@@ -15,7 +15,7 @@ import base64
 import contextlib
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
 from mailmesh.common.v1 import common_pb2
 from mailmesh.send.v1 import send_pb2
@@ -212,6 +212,7 @@ def api_router(state: GatewayState) -> APIRouter:
         "past `skip` (or the wait ends: then the 404).",
     )
     async def messages(
+        request: Request,
         contentTopic: Annotated[str | None, Query(max_length=1024)] = None,  # noqa: N803
         subscriptionId: Annotated[str | None, Query(max_length=64)] = None,  # noqa: N803
         skip: Annotated[int | None, Query(ge=0, le=_U32, description="Records to pass over first.")] = None,
@@ -236,7 +237,7 @@ def api_router(state: GatewayState) -> APIRouter:
         )
         found = await call(up.records(listing))
         if not found and head is not None:
-            found = await _wait_for_records(state, listing, head.last_revision, left)
+            found = await _wait_for_records(state, listing, head.last_revision, left, request)
         if not found:
             what = (
                 f"contentTopic '{contentTopic}'"
@@ -260,6 +261,7 @@ def api_router(state: GatewayState) -> APIRouter:
         "from `status` (default: the current one) or the wait ends (then the current status).",
     )
     async def health(
+        request: Request,
         wait: Wait = None,
         status: Annotated[HealthStatus | None, Query(description="The status the client knows.")] = None,
     ) -> Json:
@@ -269,7 +271,7 @@ def api_router(state: GatewayState) -> APIRouter:
             if report.status not in (1, 2, 3):
                 raise _not_evaluated()
             return Json(health_json(report))
-        latest = await state.unless_stopping(_watch_health(state, status, left))
+        latest = await state.unless_stopping(_watch_health(state, status, left), request)
         if latest is None:  # shutting down: answer with what is true now
             latest = await call(up.health_report())
         if latest.status not in (1, 2, 3):
@@ -280,16 +282,20 @@ def api_router(state: GatewayState) -> APIRouter:
 
 
 async def _wait_for_records(
-    state: GatewayState, listing: sub_pb2.ListMessageRecordsRequest, after: int, wait_s: float
+    state: GatewayState,
+    listing: sub_pb2.ListMessageRecordsRequest,
+    after: int,
+    wait_s: float,
+    request: Request,
 ) -> list[Any]:
     """Wait up to ``wait_s`` for ``listing`` to find something: PollRecords wakes us on every change of a
-    matching record, then the listing is read again."""
+    matching record, then the listing is read again. The wait ends early when ``request``'s client leaves."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_s
     poll = sub_pb2.PollRecordsRequest(filter=listing.filter, limit=1, after_revision=after)
     while (left := deadline - loop.time()) > 0:
         try:
-            reply = await state.unless_stopping(state.upstream.poll_records(poll, left))
+            reply = await state.unless_stopping(state.upstream.poll_records(poll, left), request)
         except UpstreamError as err:
             raise from_upstream(err) from err
         if reply is None:  # shutting down

@@ -14,9 +14,7 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import uvicorn
 from fastapi import FastAPI
@@ -24,6 +22,8 @@ from opentelemetry import trace
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from meshcore import MeshServer, build_server
+from meshcore.auth import Tokens, load_tokens
+from meshcore.security import ChannelSecurity
 from services.gateway.app import build_app
 from services.gateway.clients import Upstream
 from services.gateway.config import Config
@@ -31,20 +31,9 @@ from services.gateway.fanout import EventHub
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.state import GatewayState
 
-__all__ = ["Deps", "HttpServer", "build", "connect", "load_tokens"]
+__all__ = ["Deps", "HttpServer", "build", "connect"]
 
 _log = logging.getLogger(__name__)
-
-
-def load_tokens(cfg: Config) -> tuple[str, ...]:
-    """GATEWAY_AUTH_TOKENS plus the lines of GATEWAY_AUTH_TOKENS_FILE (blank lines and # comments skipped)."""
-    tokens = list(cfg.auth_tokens)
-    if cfg.auth_tokens_file is not None:
-        for line in Path(cfg.auth_tokens_file).read_text(encoding="utf-8").splitlines():
-            text = line.strip()
-            if text and not text.startswith("#"):
-                tokens.append(text)
-    return tuple(dict.fromkeys(tokens))
 
 
 @dataclass(frozen=True)
@@ -52,7 +41,8 @@ class Deps:
     """What the server needs besides its config."""
 
     state: GatewayState
-    tokens: Sequence[str] = ()
+    tokens: Tokens | None = None
+    """The mesh's bearer tokens (``MAILMESH_AUTH=token``); None = the REST API is open."""
     registry: CollectorRegistry = REGISTRY
     tracer_provider: trace.TracerProvider | None = field(default=None)
 
@@ -62,13 +52,19 @@ def connect(
     *,
     registry: CollectorRegistry = REGISTRY,
     tracer_provider: trace.TracerProvider | None = None,
+    security: ChannelSecurity | None = None,
 ) -> Deps:
-    """Open the upstream channels and build the shared state (call from the event loop)."""
+    """Open the upstream channels and build the shared state (call from the event loop).
+
+    The REST API checks the tokens of ``cfg.runtime.security`` (the same as every gRPC service); the
+    channels carry ``security`` (None = the process default :func:`meshcore.setup_observability` installs:
+    this service's TLS certificate and service token).
+    """
     metrics = GatewayMetrics.for_registry(registry)
-    upstream = Upstream(cfg, registry=registry, tracer_provider=tracer_provider)
+    upstream = Upstream(cfg, registry=registry, tracer_provider=tracer_provider, security=security)
     hub = EventHub(upstream, metrics, capacity=cfg.sse_client_buffer)
     state = GatewayState(cfg=cfg, upstream=upstream, hub=hub, metrics=metrics)
-    return Deps(state, load_tokens(cfg), registry, tracer_provider)
+    return Deps(state, load_tokens(cfg.runtime.security), registry, tracer_provider)
 
 
 def _plain(record: logging.LogRecord) -> bool:
@@ -129,6 +125,11 @@ class HttpServer:
         )
         _log.info("REST API on %s:%d", cfg.http_host, self.port, extra={"http_port": self.port})
 
+    @property
+    def connections(self) -> int:
+        """HTTP connections open now (uvicorn's count; a connection leaves it when its client closes)."""
+        return len(self._server.server_state.connections) if self._server is not None else 0
+
     async def stop(self) -> None:
         """Stop accepting, let requests in flight finish (uvicorn's graceful shutdown), return when done."""
         if self._server is None or self._task is None:
@@ -140,7 +141,7 @@ class HttpServer:
 def build(cfg: Config, deps: Deps) -> tuple[MeshServer, HttpServer]:
     """The bound (not started) gRPC server, with the HTTP server as its start hook; ports 0 allowed."""
     state = deps.state
-    http = HttpServer(build_app(state, tuple(deps.tokens), tracer_provider=deps.tracer_provider), cfg)
+    http = HttpServer(build_app(state, deps.tokens, tracer_provider=deps.tracer_provider), cfg)
     mesh = build_server(cfg.runtime, [], registry=deps.registry, tracer_provider=deps.tracer_provider)
     mesh.add_start_hook(http.start)
 

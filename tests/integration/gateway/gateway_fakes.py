@@ -23,6 +23,7 @@ from mailmesh.health.v1 import health_pb2, health_pb2_grpc
 from mailmesh.send.v1 import send_pb2, send_pb2_grpc
 from mailmesh.subscription.v1 import subscription_pb2 as pb
 from mailmesh.subscription.v1 import subscription_pb2_grpc
+from meshcore.auth import bearer_token
 
 SERVED_PUBSUB = ("", "/waku/2/rs/1/0", "/waku/2/rs/1/1")
 _TYPE_NAMES = {
@@ -42,11 +43,14 @@ class Failures:
     pending: dict[str, list[tuple[grpc.StatusCode, str, tuple[tuple[str, str], ...]]]] = field(
         default_factory=dict
     )
+    tokens: list[str | None] = field(default_factory=list)
+    """The bearer token of every call, in order (None: the call carried none)."""
 
     def fail(self, method: str, code: grpc.StatusCode, details: str = "", **trailers: str) -> None:
         self.pending.setdefault(method, []).append((code, details, tuple(trailers.items())))
 
     async def check(self, method: str, context: Any) -> None:
+        self.tokens.append(bearer_token(context.invocation_metadata()))
         queue = self.pending.get(method)
         if queue:
             code, details, trailers = queue.pop(0)
@@ -132,6 +136,10 @@ class FakeSubscription(subscription_pb2_grpc.SubscriptionServiceServicer):
         self._changed = asyncio.Condition()
         self.revision = 0
         self.waiting = 0  # PollEvents / PollRecords calls waiting now
+        self.streaming = 0  # StreamEvents calls open now
+        self.poll_gate = asyncio.Event()  # PollEvents answers only while set (a test clears it to hold them)
+        self.poll_gate.set()
+        self.polls_held = 0  # PollEvents calls that arrived while the gate was closed
 
     # ------------------------------------------------------------------------------------ test controls
 
@@ -284,6 +292,8 @@ class FakeSubscription(subscription_pb2_grpc.SubscriptionServiceServicer):
 
     async def PollEvents(self, request: pb.PollEventsRequest, context: Any) -> pb.PollEventsResponse:
         await self.failures.check("PollEvents", context)
+        self.polls_held += not self.poll_gate.is_set()
+        await self.poll_gate.wait()
         after = request.after_sequence if request.HasField("after_sequence") else self.head
         await self._expired(after, context)
         wait = request.wait.ToNanoseconds() / 1e9
@@ -309,13 +319,17 @@ class FakeSubscription(subscription_pb2_grpc.SubscriptionServiceServicer):
         start = request.after_sequence if request.HasField("after_sequence") else self.head
         await self._expired(start, context)
         after = [start]
-        while True:
-            async with self._changed:
-                await self._changed.wait_for(lambda: bool(self._matching(request.filter, after[0])))
-                found = self._matching(request.filter, after[0])
-            for event in found:
-                after[0] = event.sequence
-                yield pb.StreamEventsResponse(event=event)
+        self.streaming += 1
+        try:
+            while True:
+                async with self._changed:
+                    await self._changed.wait_for(lambda: bool(self._matching(request.filter, after[0])))
+                    found = self._matching(request.filter, after[0])
+                for event in found:
+                    after[0] = event.sequence
+                    yield pb.StreamEventsResponse(event=event)
+        finally:
+            self.streaming -= 1
 
 
 class FakeHealth(health_pb2_grpc.HealthServiceServicer):

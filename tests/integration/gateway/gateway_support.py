@@ -11,9 +11,22 @@ import httpx
 from prometheus_client import CollectorRegistry
 
 from meshcore import MeshServer
+from meshcore.security import ChannelSecurity
 from services.gateway.config import Config
 from services.gateway.server import Deps, HttpServer, build, connect
 from tests.integration.gateway.gateway_fakes import Fakes
+
+CLIENT_TOKEN = "client-token-alpha-0001"
+OTHER_CLIENT_TOKEN = "client-token-beta-00002"
+SERVICE_TOKEN = "service-token-gamma-003"
+ADMIN_TOKEN = "admin-token-delta-00004"
+AUTH_ENV = {
+    "MAILMESH_AUTH": "token",
+    "MAILMESH_AUTH_CLIENT_TOKENS": f"{CLIENT_TOKEN},{OTHER_CLIENT_TOKEN}",
+    "MAILMESH_AUTH_SERVICE_TOKENS": SERVICE_TOKEN,
+    "MAILMESH_AUTH_ADMIN_TOKENS": ADMIN_TOKEN,
+}
+"""The mesh's token auth (docs/security.md "Tokens and roles"): pass as ``make_gateway(**AUTH_ENV)``."""
 
 
 def gateway_env(upstream: str, **extra: str) -> dict[str, str]:
@@ -62,7 +75,8 @@ async def start_gateway(fakes: Fakes, **env: str) -> GatewayHandle:
     """Build and start a gateway over ``fakes`` with extra ``env``."""
     cfg = Config.from_env(gateway_env(fakes.address, **env))
     registry = CollectorRegistry()
-    deps = connect(cfg, registry=registry)
+    # What __main__'s setup_observability installs: the service token when MAILMESH_AUTH=token.
+    deps = connect(cfg, registry=registry, security=ChannelSecurity.from_config(cfg.runtime.security))
     mesh, http = build(cfg, deps)
     await mesh.start()
     client = httpx.AsyncClient(base_url=f"http://127.0.0.1:{http.port}", timeout=30)

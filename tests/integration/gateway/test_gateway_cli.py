@@ -10,7 +10,7 @@ from typing import Any
 
 from mailmeshcli.cli import main
 from tests.integration.gateway.gateway_fakes import make_record
-from tests.integration.gateway.gateway_support import GatewayHandle
+from tests.integration.gateway.gateway_support import AUTH_ENV, CLIENT_TOKEN, GatewayHandle
 
 TOPIC = "/waku/1/0x01020304/rfc26"
 
@@ -50,7 +50,7 @@ async def test_send_subscribe_and_messages(gw: GatewayHandle) -> None:
 
 
 async def test_errors_are_a_json_line_and_exit_1(make_gateway: Any) -> None:
-    gw: GatewayHandle = await make_gateway(GATEWAY_AUTH_TOKENS="tok")
+    gw: GatewayHandle = await make_gateway(**AUTH_ENV)
     code, lines = await cli("send", "--gateway", gw.url, "--content-topic", TOPIC, "--text", "x")
     assert (code, lines) == (
         1,
@@ -61,7 +61,7 @@ async def test_errors_are_a_json_line_and_exit_1(make_gateway: Any) -> None:
         "--gateway",
         gw.url,
         "--token",
-        "tok",
+        CLIENT_TOKEN,
         "--pubsub-topic",
         "nope",
         "--content-topic",
