@@ -37,7 +37,7 @@ from services.subscription.metrics import SubscriptionMetrics
 from services.subscription.served import ServedDiscovery
 from services.subscription.servicer import SERVICE_NAME, SubscriptionServicer
 
-__all__ = ["Deps", "build", "connect"]
+__all__ = ["Deps", "build", "connect", "served_discovery"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,18 @@ class Deps:
     """Where the gRPC and domain metrics live."""
     tracer_provider: trace.TracerProvider | None = field(default=None)
     """None = the global one."""
+
+
+def served_discovery(
+    cfg: Config, channels: Channels, resolve: Resolve = resolve_addresses
+) -> ServedDiscovery:
+    """The history-query instances of ``cfg.served_targets`` (a ``dns:`` target: each address it resolves
+    to), each reached by its own channel, closed when the instance is gone."""
+    return ServedDiscovery(
+        Instances(cfg.served_targets, resolve=resolve, interval_s=cfg.discovery_interval_s),
+        lambda address: ServedFeedClient(channels, address),
+        lambda address: channels.drop(address, HISTORY_SERVICE),
+    )
 
 
 def connect(
@@ -74,11 +86,7 @@ def connect(
             HealthFeedClient(channels, cfg.health_addr),
             LookupClient(channels, cfg.history_addr, timeout_s=cfg.call_timeout_s),
             SendFeedClient(channels, cfg.send_addr) if cfg.send_addr else None,
-            ServedDiscovery(
-                Instances(cfg.served_targets, resolve=resolve, interval_s=cfg.discovery_interval_s),
-                lambda address: ServedFeedClient(channels, address),
-                lambda address: channels.drop(address, HISTORY_SERVICE),
-            ),
+            served_discovery(cfg, channels, resolve),
         )
         closers.append(channels.close)
     app = SubscriptionApp(
