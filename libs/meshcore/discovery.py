@@ -4,9 +4,10 @@ A balanced caller gives gRPC one name (``dns:///history-query-headless.ns.svc:50
 ``round_robin`` spread its calls (:mod:`meshcore.balancing`). Two callers need each instance by itself
 instead: the subscription service follows every history-query instance's ``WatchServed`` (each serves its
 own queries), and the health service checks every replica's ``grpc.health.v1``. For them a ``dns:`` target
-names a *set* of instances: :class:`Instances` resolves it with ``getaddrinfo`` (every A and AAAA record, as
-the native gRPC resolver does) and again every :data:`DEFAULT_INTERVAL_S`, and tells its listeners when the
-set changes, so a replica that started is followed and one that is gone is dropped.
+names a *set* of instances: :class:`Instances` resolves it with ``getaddrinfo`` (every A and AAAA record; the
+pod's resolv.conf search list completes a short name, as it does for gRPC's own c-ares resolver) and again
+every :data:`DEFAULT_INTERVAL_S`, and tells its listeners when the set changes, so a replica that started is
+followed and one that is gone is dropped (docs/reliability.md "Every instance behind a name").
 
 Only ``dns:`` URIs are expanded. A ``host:port`` setting names one instance, even when its name resolves to
 several addresses (``localhost`` is 127.0.0.1 and ::1: one process, perhaps listening on only one of them;
