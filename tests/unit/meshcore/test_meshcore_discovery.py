@@ -76,13 +76,11 @@ def test_instance_target_lists() -> None:
 
 
 async def test_getaddrinfo_gives_every_record_once_sorted() -> None:
-    # numeric hosts: no DNS needed; each address once, IPv6 bracketed as a gRPC target writes it
+    # numeric hosts: no DNS query; IPv6 bracketed as a gRPC target writes it (failures: the Zone tests)
     addresses = await resolve_addresses("127.0.0.1", 50054)
     assert addresses == ["127.0.0.1:50054"]
     v6 = await resolve_addresses("::1", 7)
     assert v6 == ["[::1]:7"]
-    with pytest.raises(socket.gaierror):
-        await resolve_addresses("no-such-host.invalid", 1)
 
 
 async def test_a_target_that_is_not_resolved_is_its_own_instance() -> None:
