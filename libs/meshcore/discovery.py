@@ -113,7 +113,7 @@ class Instances:
         if interval_s <= 0:
             raise ValueError("interval must be > 0")
         self.interval_s = interval_s
-        """Seconds between two resolutions in :meth:`run`."""
+        """Seconds between two resolutions after :meth:`start`."""
         self._resolve = resolve
         self._names = {t: dns_name(t) for t in targets if is_dns_target(t)}
         self._current: dict[str, tuple[str, ...]] = {
