@@ -9,7 +9,7 @@ which would keep a recovered archive looking dead for minutes).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import grpc
 import grpc.aio
@@ -79,6 +79,17 @@ class Channels:
                 options=_RECONNECT_OPTIONS,
             )
         return channel
+
+    @property
+    def targets(self) -> frozenset[str]:
+        """The targets with an open channel."""
+        return frozenset(self._channels)
+
+    async def retain(self, targets: Collection[str]) -> None:
+        """Close the channels of every target but ``targets`` (instances that are gone)."""
+        gone = [t for t in self._channels if t not in targets]
+        for target in gone:
+            await self._channels.pop(target).close()
 
     async def close(self) -> None:
         """Close every channel (pending calls are cancelled)."""

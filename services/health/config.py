@@ -1,9 +1,11 @@
 """Every environment variable of the health service (``HEALTH_`` prefix), with defaults and docs.
 
-Targets are lists of single instances (``host:port``), not load-balanced gRPC names such as
-``dns:///svc``: the health service counts the Waku peers of each edge-peer instance and checks each
-replica of a service, so it must know which instance answered. In Kubernetes list the pods (or one Service
-per pod); locally the defaults are the ports of ``make run`` (README "Services and ports").
+Targets are lists of instances, never one load-balanced channel: the health service counts the Waku peers
+of each edge-peer instance and checks each replica of a service, so it must know which instance answered.
+An item is one instance (``host:port``) or ``dns:///name:port``, which stands for every address the name
+resolves to, re-resolved every ``HEALTH_DISCOVERY_INTERVAL_SECONDS`` (:mod:`meshcore.discovery`; in
+Kubernetes a headless Service, which lists each ready pod). Locally the defaults are the ports of
+``make run`` (README "Services and ports").
 """
 
 from __future__ import annotations
@@ -11,12 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from meshcore import FromEnv, RuntimeConfig, runtime_settings, setting
-from meshcore.parsers import Parser, parse_duration, parse_int, parse_targets
+from meshcore.discovery import DEFAULT_INTERVAL_S, parse_instance_targets
+from meshcore.parsers import Parser, parse_duration, parse_int
 
 __all__ = ["Config"]
 
 
-_targets: Parser[tuple[str, ...]] = parse_targets
+_targets: Parser[tuple[str, ...]] = parse_instance_targets
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,15 +33,17 @@ class Config(FromEnv):
         "HEALTH_EDGE_ADDR",
         _targets,
         default="127.0.0.1:50051",
-        doc="Edge-peer instances (mailmesh.edgepeer.v1.EdgePeerService), comma-separated host:port; their "
-        "distinct Waku peers make the peer count. At least one.",
+        doc="Edge-peer instances (mailmesh.edgepeer.v1.EdgePeerService), comma-separated host:port or "
+        "dns:///name:port (each address it resolves to); their distinct Waku peers make the peer count. "
+        "At least one.",
     )
     archive_addrs: tuple[str, ...] = setting(
         "HEALTH_ARCHIVE_ADDR",
         _targets,
         default="127.0.0.1:50053",
-        doc="Archive replicas, comma-separated host:port; the node is Unhealthy unless at least one answers "
-        "grpc.health.v1 SERVING for mailmesh.archive.v1.ArchiveService. At least one.",
+        doc="Archive replicas, comma-separated host:port or dns:///name:port (each address it resolves to); "
+        "the node is Unhealthy unless at least one answers grpc.health.v1 SERVING for "
+        "mailmesh.archive.v1.ArchiveService. At least one.",
     )
     ingest_addrs: tuple[str, ...] = setting(
         "HEALTH_INGEST_ADDR",
@@ -71,6 +76,13 @@ class Config(FromEnv):
         default="127.0.0.1:50058",
         doc='Gateway replicas (their gRPC port, which serves grpc.health.v1 only: the whole server, "", is '
         "asked) whose status is reported (information only); empty = none.",
+    )
+    discovery_interval_s: float = setting(
+        "HEALTH_DISCOVERY_INTERVAL_SECONDS",
+        parse_duration(1, 3600),
+        default=f"{DEFAULT_INTERVAL_S:g}",
+        doc="A dns:///name:port target is resolved again this often: a new replica is checked, a removed "
+        "one dropped, within this time.",
     )
     minimally_healthy_peers: int = setting(
         "HEALTH_MINIMALLY_HEALTHY_PEERS",

@@ -61,6 +61,7 @@ class HealthMetrics(PerRegistry):
             buckets=_EVALUATION_BUCKETS,
         )
         self.watchers = Gauge("mailmesh_health_watchers", "Open WatchHealth streams.", registry=registry)
+        self._service_labels: set[tuple[str, str]] = set()
 
     def follow_watchers(self, hub: WatchHub) -> None:
         """Report ``hub``'s open streams as ``mailmesh_health_watchers`` (read at scrape time)."""
@@ -74,6 +75,11 @@ class HealthMetrics(PerRegistry):
         self.peers.set(a.peer_count)
         self.edge_peers.set(len(a.edge_peers))
         self.edge_peers_reachable.set(sum(1 for e in a.edge_peers if e.observation.reachable))
+        checked = {(s.service, s.target) for s in a.services}
+        # An instance behind a DNS name that is gone (a replaced pod) leaves no series saying it serves.
+        for labels in self._service_labels - checked:
+            self.service_serving.remove(*labels)
+        self._service_labels = checked
         for s in a.services:
             self.service_serving.labels(s.service, s.target).set(
                 1 if s.status is ServingStatus.SERVING else 0

@@ -134,6 +134,11 @@ class HealthMonitor:
         """WatchHealth's updates (see :meth:`WatchHub.watch`)."""
         return self.hub.watch(any_change=any_change)
 
+    def set_targets(self, edge_peers: Sequence[EdgePeerPort], services: Sequence[ServiceTarget]) -> None:
+        """Query these from the next evaluation on (the instances behind a DNS name changed)."""
+        self._edge_peers = tuple(edge_peers)
+        self._services = tuple(services)
+
     async def evaluate(self) -> HealthReport:
         """Run one evaluation: observe every target, assess, apply hysteresis, publish the report."""
         started = time.perf_counter()

@@ -7,6 +7,8 @@ evaluation loop stops; in-flight GetHealth calls finish; then the channels close
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -16,16 +18,18 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from mailmesh.health.v1 import health_pb2_grpc
 from meshcore import MeshServer, Registration, build_server
+from meshcore.discovery import Resolve, resolve_addresses
 from meshcore.server import ShutdownHook
-from services.health.clients import GRPC_SERVICES, Channels, EdgePeerClient, HealthCheckClient
+from services.health.clients import Channels
 from services.health.config import Config
 from services.health.logic import Thresholds
 from services.health.metrics import HealthMetrics
-from services.health.monitor import HealthMonitor, ServiceTarget
+from services.health.monitor import HealthMonitor
 from services.health.servicer import SERVICE_NAME, HealthServicer
+from services.health.targets import HealthTargets
 from services.health.watch import WatchHub
 
-__all__ = ["Deps", "build", "connect", "service_targets", "thresholds_from"]
+__all__ = ["Deps", "build", "connect", "thresholds_from"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,10 @@ class Deps:
     """Where the gRPC and domain metrics live."""
     tracer_provider: trace.TracerProvider | None = field(default=None)
     """None = the global one."""
+    targets: HealthTargets | None = None
+    """The instances the monitor queries (None: the monitor's own fixed list)."""
+    stoppers: Sequence[ShutdownHook] = ()
+    """Run before the drain, with the monitor's stop (e.g. end the discovery)."""
 
 
 def thresholds_from(cfg: Config) -> Thresholds:
@@ -52,25 +60,6 @@ def thresholds_from(cfg: Config) -> Thresholds:
     )
 
 
-def service_targets(cfg: Config, channels: Channels) -> list[ServiceTarget]:
-    """Every replica whose grpc.health.v1 status is checked: the archive (affects the status), then the others
-    for information, edge peers included."""
-    by_service = (
-        ("archive", cfg.archive_addrs),
-        ("edge-peer", cfg.edge_peer_addrs),
-        ("ingest", cfg.ingest_addrs),
-        ("history-query", cfg.history_addrs),
-        ("send", cfg.send_addrs),
-        ("subscription", cfg.subscription_addrs),
-        ("gateway", cfg.gateway_addrs),
-    )
-    return [
-        ServiceTarget(name, GRPC_SERVICES[name], HealthCheckClient(channels, target), name == "archive")
-        for name, targets in by_service
-        for target in targets
-    ]
-
-
 def connect(
     cfg: Config,
     *,
@@ -78,23 +67,50 @@ def connect(
     tracer_provider: trace.TracerProvider | None = None,
     clock: Callable[[], float] = time.time,
     start: bool = True,
+    resolve: Resolve = resolve_addresses,
 ) -> Deps:
-    """Open the channels and build the monitor; ``start`` begins evaluating (call from the event loop)."""
+    """Open the channels and build the monitor; ``start`` resolves the ``dns:`` targets, then begins
+    evaluating (call from the event loop); without it the test refreshes ``Deps.targets`` and evaluates."""
     channels = Channels(timeout_s=cfg.call_timeout_s, registry=registry, tracer_provider=tracer_provider)
     metrics = HealthMetrics.for_registry(registry)
     hub = WatchHub(min_interval_s=cfg.watch_min_interval_s)
     metrics.follow_watchers(hub)
+    targets = HealthTargets(cfg, channels, resolve=resolve)
     monitor = HealthMonitor(
-        [EdgePeerClient(channels, target) for target in cfg.edge_peer_addrs],
-        service_targets(cfg, channels),
+        targets.edge_peers(),
+        targets.services(),
         thresholds_from(cfg),
         hub=hub,
         observer=metrics,
         clock=clock,
     )
+    targets.follow(monitor)
+    starter = None
     if start:
-        monitor.start(cfg.poll_interval_s)
-    return Deps(monitor, closers=(channels.close,), registry=registry, tracer_provider=tracer_provider)
+
+        async def begin() -> None:
+            # The first evaluation waits for the first resolution: a dns: archive target with no instance
+            # yet would otherwise report the node Unhealthy for no reason.
+            await targets.start()
+            monitor.start(cfg.poll_interval_s)
+
+        starter = asyncio.get_running_loop().create_task(begin(), name="health-start")
+
+    async def stop_targets() -> None:
+        if starter is not None and not starter.done():
+            starter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await starter
+        await targets.stop()
+
+    return Deps(
+        monitor,
+        closers=(channels.close,),
+        registry=registry,
+        tracer_provider=tracer_provider,
+        targets=targets,
+        stoppers=(stop_targets,),
+    )
 
 
 def build(cfg: Config, deps: Deps) -> MeshServer:
@@ -106,6 +122,8 @@ def build(cfg: Config, deps: Deps) -> MeshServer:
         registry=deps.registry,
         tracer_provider=deps.tracer_provider,
     )
+    for stopper in deps.stoppers:
+        mesh.add_shutdown_hook(stopper)
     mesh.add_shutdown_hook(deps.monitor.stop)
     for closer in deps.closers:
         mesh.add_shutdown_hook(closer, after_drain=True)

@@ -1,11 +1,11 @@
 """The service's moving parts assembled: store, hub, recorder, inputs and the writer-only followers.
 
 :class:`SubscriptionApp` opens the store and starts the recorder (a meshcore start hook), and while this
-replica is the records writer runs the followers: one per edge peer, one per followed history-query
-instance (served envelopes), health, send (when configured) and the stored check (when
-``storeConfirmation`` is on). On becoming the writer it also makes sure the reserved
-background subscription of ``confirmContentTopics`` exists (MESSAGING-API "Acknowledgements"), and ends it
-when the configuration no longer asks for it.
+replica is the records writer runs the followers: one per edge peer, one per history-query instance
+(served envelopes; the instances behind a ``dns:`` name are followed as they come and go), health, send
+(when configured) and the stored check (when ``storeConfirmation`` is on). On becoming the writer it also
+makes sure the reserved background subscription of ``confirmContentTopics`` exists (MESSAGING-API
+"Acknowledgements"), and ends it when the configuration no longer asks for it.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from services.subscription.followers import (
     EdgeFollower,
     HealthFollower,
     SendFollower,
-    ServedFollower,
     StoredChecker,
 )
 from services.subscription.hub import EventHub
@@ -37,6 +36,7 @@ from services.subscription.ports import (
     ServedFeedPort,
 )
 from services.subscription.recorder import NotWriter, Recorder
+from services.subscription.served import ServedDiscovery, ServedFollowers
 from wakucodec.contenttopic import content_topic_to_v1_topic
 
 __all__ = ["Feeds", "SubscriptionApp"]
@@ -53,13 +53,14 @@ class Feeds:
         health: HealthFeedPort,
         lookup: LookupPort,
         send: SendFeedPort | None = None,
-        served: Sequence[ServedFeedPort] = (),
+        served: Sequence[ServedFeedPort] | ServedDiscovery = (),
     ) -> None:
         self.edges = list(edges)
         self.health = health
         self.lookup = lookup
         self.send = send
-        self.served = list(served)
+        self.served = served if isinstance(served, ServedDiscovery) else ServedDiscovery.fixed(served)
+        """The history-query instances whose served envelopes are followed (fixed feeds, or resolved)."""
 
 
 class SubscriptionApp:
@@ -96,7 +97,7 @@ class SubscriptionApp:
         self.edges = [
             EdgeFollower(feed, self.recorder, self.inputs, missed=self._missed) for feed in feeds.edges
         ]
-        self.served = [ServedFollower(feed, self.inputs, missed=self._missed) for feed in feeds.served]
+        self.served = ServedFollowers(feeds.served, self.inputs, missed=self._missed)
         self.send = SendFollower(feeds.send, self.inputs) if feeds.send is not None else None
         self.stored = StoredChecker(
             self.inputs, feeds.lookup, self.health, interval=messaging.store_check_interval_s
@@ -133,7 +134,7 @@ class SubscriptionApp:
     def _writer_loops(self) -> list[Coroutine[Any, Any, None]]:
         loops = [self._ensure_background(), self.health.run(), self._maintain()]
         loops += [edge.run() for edge in self.edges]
-        loops += [served.run() for served in self.served]
+        loops.append(self.served.run())
         if self.send is not None:
             loops.append(self.send.run())
         if self.messaging.store_confirmation:

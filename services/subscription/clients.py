@@ -26,6 +26,7 @@ from services.subscription.ports import FeedBatch, FeedEnvelope, SendFeedItem, S
 from services.subscription.rules import SendUpdate
 
 __all__ = [
+    "HISTORY_SERVICE",
     "Channels",
     "EdgeFeedClient",
     "HealthFeedClient",
@@ -34,9 +35,11 @@ __all__ = [
     "ServedFeedClient",
 ]
 
+#: The history-query service's name: its channels' service config, and what a gone instance's channel is.
+HISTORY_SERVICE = "mailmesh.history.v1.HistoryQueryService"
 _STREAM_DEADLINE_S = 3600.0
 # Reads a replica refused UNAVAILABLE are retried on another (docs/reliability.md "When calls are retried").
-_IDEMPOTENT = {"mailmesh.history.v1.HistoryQueryService": ("Lookup",)}
+_IDEMPOTENT = {HISTORY_SERVICE: ("Lookup",)}
 # Reconnect at most ~1 s after a target comes back (gRPC's default backoff grows to 120 s).
 _RECONNECT_OPTIONS = (
     ("grpc.initial_reconnect_backoff_ms", 200),
@@ -72,6 +75,12 @@ class Channels:
                 options=_RECONNECT_OPTIONS,
             )
         return channel
+
+    async def drop(self, target: str, service: str) -> None:
+        """Close the channel to ``service`` at ``target``, if open (an instance that is gone)."""
+        channel = self._channels.pop((target, service), None)
+        if channel is not None:
+            await channel.close()
 
     async def close(self) -> None:
         """Close every channel (pending calls are cancelled)."""
@@ -185,9 +194,7 @@ class LookupClient:
     """HistoryQueryService.Lookup by envelope hash; implements ``ports.LookupPort``."""
 
     def __init__(self, channels: Channels, target: str, *, timeout_s: float) -> None:
-        self._stub = history_pb2_grpc.HistoryQueryServiceStub(
-            channels.get(target, "mailmesh.history.v1.HistoryQueryService")
-        )
+        self._stub = history_pb2_grpc.HistoryQueryServiceStub(channels.get(target, HISTORY_SERVICE))
         self._timeout_s = timeout_s
 
     async def stored(self, envelope_hashes: Sequence[bytes]) -> set[bytes]:
@@ -207,9 +214,7 @@ class ServedFeedClient:
 
     def __init__(self, channels: Channels, target: str) -> None:
         self._target = target
-        self._stub = history_pb2_grpc.HistoryQueryServiceStub(
-            channels.get(target, "mailmesh.history.v1.HistoryQueryService")
-        )
+        self._stub = history_pb2_grpc.HistoryQueryServiceStub(channels.get(target, HISTORY_SERVICE))
 
     @property
     def target(self) -> str:

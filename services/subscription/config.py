@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from meshcore import FromEnv, RuntimeConfig, runtime_settings, setting
 from meshcore.config import nested
+from meshcore.discovery import DEFAULT_INTERVAL_S, parse_instance_targets
 from meshcore.parsers import (
     Parser,
     is_grpc_uri,
@@ -33,14 +34,15 @@ __all__ = ["Config"]
 _targets: Parser[tuple[str, ...]] = parse_targets
 
 
-def _optional_targets(raw: str) -> tuple[str, ...]:
-    """Targets, or () for an empty value (the default applies) and ("none",) to turn the feed off."""
+def _optional_instances(raw: str) -> tuple[str, ...]:
+    """Instances (host:port, or dns:///name:port for each address), or () for an empty value (the default
+    applies) and ("none",) to turn the feed off."""
     value = raw.strip()
     if not value:
         return ()
     if value.lower() == "none":
         return ("none",)
-    return _targets(value)
+    return parse_instance_targets(value)
 
 
 def _optional_target(raw: str) -> str:
@@ -73,12 +75,20 @@ class Config(FromEnv):
     )
     history_served_addrs: tuple[str, ...] = setting(
         "SUBSCRIPTION_HISTORY_SERVED_ADDRS",
-        _optional_targets,
+        _optional_instances,
         default="",
         doc="history-query instances whose served Query results are followed (HistoryQueryService."
-        "WatchServed: records of served envelopes become stored), comma-separated host:port; empty = "
-        "SUBSCRIPTION_HISTORY_ADDR; 'none' = not followed. List every instance: each serves its own "
-        "queries.",
+        "WatchServed: records of served envelopes become stored), comma-separated host:port or "
+        "dns:///name:port (every address it resolves to); empty = the instances of "
+        "SUBSCRIPTION_HISTORY_ADDR; 'none' = not followed. Each instance serves its own queries, so all "
+        "are followed.",
+    )
+    discovery_interval_s: float = setting(
+        "SUBSCRIPTION_DISCOVERY_INTERVAL_SECONDS",
+        parse_duration(1, 3600),
+        default=f"{DEFAULT_INTERVAL_S:g}",
+        doc="A dns:///name:port history-query target is resolved again this often: a new instance is "
+        "followed, a removed one dropped, within this time.",
     )
     health_addr: str = setting(
         "SUBSCRIPTION_HEALTH_ADDR",
@@ -136,14 +146,20 @@ class Config(FromEnv):
     @property
     def served_targets(self) -> tuple[str, ...]:
         """The history-query instances whose WatchServed is followed: SUBSCRIPTION_HISTORY_SERVED_ADDRS, else
-        each replica SUBSCRIPTION_HISTORY_ADDR lists (each serves its own queries), else its one target."""
+        each replica SUBSCRIPTION_HISTORY_ADDR lists (each serves its own queries) — a ``dns:`` name stands
+        for every address it resolves to (meshcore.discovery)."""
         if self.history_served_addrs == ("none",):
             return ()
         if self.history_served_addrs:
             return self.history_served_addrs
-        if is_grpc_uri(self.history_addr):  # a DNS name balances: list the instances to follow them all
-            return (self.history_addr,)
-        return tuple(self.history_addr.split(","))
+        addr = self.history_addr
+        if not addr:
+            return ()
+        if addr.startswith(("ipv4:", "ipv6:")):  # gRPC's multi-address form: each address an instance
+            return tuple(addr.split(":", 1)[1].split(","))
+        if is_grpc_uri(addr):  # dns: every address it resolves to; unix: the one instance
+            return (addr,)
+        return tuple(addr.split(","))
 
     @property
     def replica(self) -> str:

@@ -18,11 +18,13 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from mailmesh.subscription.v1 import subscription_pb2_grpc
 from meshcore import MeshServer, Registration, build_server
+from meshcore.discovery import Instances, Resolve, resolve_addresses
 from meshcore.server import ShutdownHook
 from msgstore.factory import create_store
 from msgstore.protocol import MsgStore
 from services.subscription.app import Feeds, SubscriptionApp
 from services.subscription.clients import (
+    HISTORY_SERVICE,
     Channels,
     EdgeFeedClient,
     HealthFeedClient,
@@ -32,9 +34,10 @@ from services.subscription.clients import (
 )
 from services.subscription.config import Config
 from services.subscription.metrics import SubscriptionMetrics
+from services.subscription.served import ServedDiscovery
 from services.subscription.servicer import SERVICE_NAME, SubscriptionServicer
 
-__all__ = ["Deps", "build", "connect"]
+__all__ = ["Deps", "build", "connect", "served_discovery"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,18 @@ class Deps:
     """None = the global one."""
 
 
+def served_discovery(
+    cfg: Config, channels: Channels, resolve: Resolve = resolve_addresses
+) -> ServedDiscovery:
+    """The history-query instances of ``cfg.served_targets`` (a ``dns:`` target: each address it resolves
+    to), each reached by its own channel, closed when the instance is gone."""
+    return ServedDiscovery(
+        Instances(cfg.served_targets, resolve=resolve, interval_s=cfg.discovery_interval_s),
+        lambda address: ServedFeedClient(channels, address),
+        lambda address: channels.drop(address, HISTORY_SERVICE),
+    )
+
+
 def connect(
     cfg: Config,
     *,
@@ -59,8 +74,10 @@ def connect(
     registry: CollectorRegistry = REGISTRY,
     tracer_provider: trace.TracerProvider | None = None,
     clock: Callable[[], float] = time.time,
+    resolve: Resolve = resolve_addresses,
 ) -> Deps:
-    """Build the store (unless given), the clients (unless ``feeds`` is given) and the app; nothing starts."""
+    """Build the store (unless given), the clients (unless ``feeds`` is given) and the app; nothing starts.
+    ``resolve`` finds the history-query instances behind a ``dns:`` target (tests inject their own)."""
     closers: list[ShutdownHook] = []
     if feeds is None:
         channels = Channels(registry=registry, tracer=tracer_provider)
@@ -69,7 +86,7 @@ def connect(
             HealthFeedClient(channels, cfg.health_addr),
             LookupClient(channels, cfg.history_addr, timeout_s=cfg.call_timeout_s),
             SendFeedClient(channels, cfg.send_addr) if cfg.send_addr else None,
-            [ServedFeedClient(channels, target) for target in cfg.served_targets],
+            served_discovery(cfg, channels, resolve),
         )
         closers.append(channels.close)
     app = SubscriptionApp(

@@ -146,11 +146,21 @@ def component(doc: Doc) -> str:
     return str(doc["metadata"]["labels"].get("app.kubernetes.io/component", ""))
 
 
+def headless_services(docs: list[Doc]) -> dict[str, Doc]:
+    """The Deployments' ``<component>-headless`` Services by component (the balanced callers' addresses)."""
+    return {
+        component(d): d
+        for d in docs
+        if d["kind"] == "Service" and d["metadata"]["name"].endswith("-headless")
+    }
+
+
 def of_kind(docs: list[Doc], kind: str) -> dict[str, Doc]:
-    """Objects of ``kind`` by component, one each (the edge peer's per-replica devp2p Services aside)."""
+    """Objects of ``kind`` by component, one each (the edge peer's per-replica devp2p Services and the
+    Deployments' headless gRPC Services aside: :func:`headless_services`)."""
     out: dict[str, Doc] = {}
     for doc in docs:
-        if doc["kind"] == kind and not doc["metadata"]["name"].endswith("-p2p"):
+        if doc["kind"] == kind and not doc["metadata"]["name"].endswith(("-p2p", "-headless")):
             assert component(doc) not in out, f"two {kind}s for {component(doc)}"
             out[component(doc)] = doc
     return out

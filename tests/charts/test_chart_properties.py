@@ -18,7 +18,15 @@ import pytest
 
 from meshcore.config import describe
 from meshharness.catalog import CATALOG
-from tests.charts.chart_support import SCENARIOS, Doc, component, of_kind, pod_spec, scenario
+from tests.charts.chart_support import (
+    SCENARIOS,
+    Doc,
+    component,
+    headless_services,
+    of_kind,
+    pod_spec,
+    scenario,
+)
 
 WORKLOADS = ("Deployment", "StatefulSet")
 TEST = "test"  # the helm test pod's component: it may reach every service's gRPC port
@@ -222,6 +230,59 @@ def test_every_variable_is_a_real_setting_and_what_a_cluster_needs_is_set(name: 
                 assert not LOOPBACK.search(value), f"{kind.name}: {setting.env}={value!r} is loopback"
         config = cls.from_env(env)  # every value parses, cross-field checks included
         assert config.runtime.grpc_port == int(env[f"{kind.prefix}_GRPC_PORT"])
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_callers_of_a_deployment_balance_over_its_headless_service(name: str) -> None:
+    docs = scenario(name)
+    headless, services = headless_services(docs), of_kind(docs, "Service")
+    deployments = of_kind(docs, "Deployment")
+    assert set(headless) == set(deployments)  # the edge peer's StatefulSet keeps its per-pod names
+    for comp, deployment in deployments.items():
+        spec = headless[comp]["spec"]
+        grpc_port = {p["name"]: p["port"] for p in services[comp]["spec"]["ports"]}["grpc"]
+        assert (
+            spec["clusterIP"] == "None" and spec["selector"] == deployment["spec"]["selector"]["matchLabels"]
+        )
+        assert [(p["name"], p["port"], p["targetPort"]) for p in spec["ports"]] == [
+            ("grpc", grpc_port, "grpc")
+        ]
+        assert not spec.get("publishNotReadyAddresses")  # calls go to ready pods only
+        # The ClusterIP Service stays: metrics scraping (its label), the gateway's Ingress, outside clients.
+        assert services[comp]["spec"]["type"] == "ClusterIP"
+        assert {"grpc", "metrics"} <= {p["name"] for p in services[comp]["spec"]["ports"]}
+        assert services[comp]["metadata"]["labels"]["mailmesh.io/metrics"] == "true"
+        assert "mailmesh.io/metrics" not in headless[comp]["metadata"]["labels"]
+    for kind in CATALOG.values():
+        env = service_env(docs, workloads(docs)[chart_name(kind.name)])
+        for dependency in (*kind.needs, *kind.observes):
+            callee = chart_name(dependency)
+            if callee not in headless:
+                continue
+            svc = headless[callee]
+            port = svc["spec"]["ports"][0]["port"]
+            expected = f"dns:///{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc:{port}"
+            assert env[kind.addr_var(CATALOG[dependency])] == expected, (kind.name, callee)
+
+
+def test_health_and_subscription_take_the_headless_names_as_every_instance() -> None:
+    docs = scenario("production")
+    headless = headless_services(docs)
+
+    def name_of(comp: str) -> str:
+        svc = headless[comp]
+        return f"dns:///{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc:{svc['spec']['ports'][0]['port']}"
+
+    health = config_class("services.health").from_env(service_env(docs, workloads(docs)["health"]))
+    assert health.archive_addrs == (name_of("archive"),) and health.history_addrs == (name_of("history"),)
+    assert health.gateway_addrs == (name_of("gateway"),)
+    assert not any(a.startswith("dns:") for a in health.edge_peer_addrs)  # each pod by name, as before
+    subscription = config_class("services.subscription").from_env(
+        service_env(docs, workloads(docs)["subscription"])
+    )
+    # Each history-query pod serves its own queries: the name stands for every one of them (WatchServed).
+    assert subscription.served_targets == (name_of("history"),)
+    assert health.discovery_interval_s == subscription.discovery_interval_s == 30.0
 
 
 def test_stores_and_secrets_are_wired_per_backend() -> None:

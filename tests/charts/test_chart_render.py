@@ -161,6 +161,10 @@ def test_values_schema_refuses_wrong_values_naming_the_key(sets: list[str], mess
             ["services.ingest.calls={archive,mailbox}"],
             'services.ingest calls "mailbox", which is not a service',
         ),
+        (  # instances are dialled by pod IP (meshcore.discovery): no per-host name to check
+            ["security.tls.existingSecret=mesh-tls"],
+            "security.tls.existingSecret needs security.tls.serverName",
+        ),
     ],
 )
 def test_templates_refuse_inconsistent_values_with_a_clear_message(sets: list[str], message: str) -> None:

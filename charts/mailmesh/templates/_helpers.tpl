@@ -62,8 +62,12 @@ app.kubernetes.io/component: {{ .name }}
 {{- end }}
 
 {{/*
-The gRPC address callers use for service .name: one Service for a Deployment; for a StatefulSet, every
-replica by its own DNS name under the headless Service (the health service counts each edge peer's Waku
+The gRPC address callers use for service .name. A Deployment: its headless Service as a gRPC dns: target,
+`dns:///<component>-headless.<namespace>.svc:<port>`, which resolves to every ready pod, so callers balance
+per call (round_robin) instead of kube-proxy per connection, and the health and subscription services find
+every instance (meshcore.discovery; docs/reliability.md). The name is completed by the pod's resolv.conf
+search list (cluster domain), which gRPC's c-ares resolver and getaddrinfo both apply. A StatefulSet: every
+replica by its own DNS name under its headless Service (the health service counts each edge peer's Waku
 peers, and send/subscription publish through and listen to each one: services/health/README.md).
 */}}
 {{- define "mailmesh.address" -}}
@@ -77,7 +81,7 @@ peers, and send/subscription publish through and listen to each one: services/he
 {{- end }}
 {{- join "," $pods }}
 {{- else }}
-{{- printf "%s:%d" $host (int $svc.grpcPort) }}
+{{- printf "dns:///%s-headless.%s.svc:%d" $host .root.Release.Namespace (int $svc.grpcPort) }}
 {{- end }}
 {{- end }}
 {{- end }}

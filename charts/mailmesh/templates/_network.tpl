@@ -1,6 +1,9 @@
 {{/*
-A service's Service (named ports; headless for a StatefulSet, whose replicas are addressed one by one), the
-per-replica devp2p Services of the edge peer, and its allow-list NetworkPolicy. (dict "root" $ "name" "x")
+A service's Service (named ports; headless for a StatefulSet, whose replicas are addressed one by one); for a
+Deployment also `<component>-headless`, the gRPC port only, which the other services call ("mailmesh.address":
+one DNS record per ready pod, balanced per call), while the ClusterIP Service stays for metrics scraping, the
+gateway's Ingress and anything outside the mesh; the per-replica devp2p Services of the edge peer.
+(dict "root" $ "name" "x")
 */}}
 {{- define "mailmesh.service" -}}
 {{- $root := .root }}
@@ -46,6 +49,28 @@ spec:
       protocol: {{ .protocol | default "TCP" }}
     {{- end }}
     {{- end }}
+{{- if ne $svc.workload "StatefulSet" }}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ $full }}-headless
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "mailmesh.componentLabels" . | nindent 4 }}
+spec:
+  # No cluster IP: DNS answers with each ready pod's address, which gRPC's round_robin and the health and
+  # subscription services' instance discovery use (docs/reliability.md "How clients balance").
+  clusterIP: None
+  selector:
+    {{- include "mailmesh.componentSelector" . | nindent 4 }}
+  ports:
+    - name: grpc
+      port: {{ $svc.grpcPort }}
+      targetPort: grpc
+      protocol: TCP
+      appProtocol: grpc
+{{- end }}
 {{- if $svc.p2p }}
 {{- $p2p := $svc.p2p }}
 {{- range $i := until (int (include "mailmesh.replicas" $)) }}

@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from mailmesh.health.v1 import health_pb2, health_pb2_grpc
 from meshcore import MeshServer
+from meshcore.discovery import Resolve, resolve_addresses
 from services.health.config import Config
 from services.health.server import Deps, build, connect
 
@@ -71,9 +72,16 @@ class HealthHandle:
 
 async def start_health(edge_peers: Sequence[str], archives: Sequence[str], **extra: str) -> HealthHandle:
     """Connect, build and start the health service the way __main__ does, with a private registry."""
+    return await start_health_resolving(resolve_addresses, edge_peers, archives, **extra)
+
+
+async def start_health_resolving(
+    resolve: Resolve, edge_peers: Sequence[str], archives: Sequence[str], **extra: str
+) -> HealthHandle:
+    """:func:`start_health` with ``resolve`` answering for the ``dns:`` targets (meshcore.discovery)."""
     cfg = Config.from_env(health_env(edge_peers, archives, **extra))
     registry = CollectorRegistry()
-    deps = connect(cfg, registry=registry)
+    deps = connect(cfg, registry=registry, resolve=resolve)
     mesh = build(cfg, deps)
     await mesh.start()
     return HealthHandle(cfg, deps, mesh, registry, grpc.aio.insecure_channel(f"127.0.0.1:{mesh.port}"))

@@ -39,6 +39,18 @@ def test_target_lists_parse_and_may_be_empty_for_informational_services() -> Non
     assert cfg.send_addrs == () and cfg.hold_s == 0.5
 
 
+def test_a_dns_target_is_kept_for_discovery_with_its_interval() -> None:
+    cfg = Config.from_env(
+        {
+            "HEALTH_HISTORY_ADDR": "dns:///history-query-headless.mesh.svc:50054, 10.0.0.9:50054",
+            "HEALTH_DISCOVERY_INTERVAL_SECONDS": "5",
+        }
+    )
+    assert cfg.history_addrs == ("dns:///history-query-headless.mesh.svc:50054", "10.0.0.9:50054")
+    assert cfg.discovery_interval_s == 5.0
+    assert Config.from_env({}).discovery_interval_s == 30.0
+
+
 @pytest.mark.parametrize(
     ("env", "message"),
     [
@@ -47,7 +59,10 @@ def test_target_lists_parse_and_may_be_empty_for_informational_services() -> Non
         ({"HEALTH_EDGE_ADDR": ""}, "HEALTH_EDGE_ADDR must list at least one"),
         ({"HEALTH_ARCHIVE_ADDR": " , "}, "HEALTH_ARCHIVE_ADDR must list at least one"),
         ({"HEALTH_ARCHIVE_ADDR": "a:1,a:1"}, "listed twice"),
-        ({"HEALTH_INGEST_ADDR": "dns:///ingest:50052"}, "HEALTH_INGEST_ADDR"),
+        # one balanced channel would hide which replica answered; a dns: name stands for each address
+        ({"HEALTH_INGEST_ADDR": "ipv4:10.0.0.1:50052,10.0.0.2:50052"}, "HEALTH_INGEST_ADDR"),
+        ({"HEALTH_INGEST_ADDR": "dns://10.0.0.10/ingest:50052"}, "HEALTH_INGEST_ADDR.*DNS server"),
+        ({"HEALTH_INGEST_ADDR": "dns:///ingest"}, "HEALTH_INGEST_ADDR.*host:port"),
         ({"HEALTH_MINIMALLY_HEALTHY_PEERS": "0"}, "HEALTH_MINIMALLY_HEALTHY_PEERS"),
     ],
 )

@@ -25,6 +25,28 @@ def test_defaults_match_the_local_ports() -> None:
     assert cfg.messaging.store_check_interval_s == 60.0 and cfg.store.backend == "sqlite"
 
 
+@pytest.mark.parametrize(
+    ("env", "followed"),
+    [
+        ({}, ("127.0.0.1:50054",)),
+        ({"SUBSCRIPTION_HISTORY_ADDR": "10.0.0.1:1,10.0.0.2:1"}, ("10.0.0.1:1", "10.0.0.2:1")),
+        ({"SUBSCRIPTION_HISTORY_ADDR": "ipv4:10.0.0.1:1,10.0.0.2:1"}, ("10.0.0.1:1", "10.0.0.2:1")),
+        # a dns: name: every address it resolves to is followed (meshcore.discovery), not one of them
+        (
+            {"SUBSCRIPTION_HISTORY_ADDR": "dns:///history-headless.ns.svc:1"},
+            ("dns:///history-headless.ns.svc:1",),
+        ),
+        ({"SUBSCRIPTION_HISTORY_ADDR": ""}, ()),
+        ({"SUBSCRIPTION_HISTORY_SERVED_ADDRS": "h-0:1, dns:///h:1"}, ("h-0:1", "dns:///h:1")),
+        ({"SUBSCRIPTION_HISTORY_SERVED_ADDRS": "none"}, ()),
+    ],
+)
+def test_the_history_instances_followed(env: dict[str, str], followed: tuple[str, ...]) -> None:
+    cfg = Config.from_env(env)
+    assert cfg.served_targets == followed
+    assert cfg.discovery_interval_s == 30.0
+
+
 def test_the_messaging_and_store_settings_are_the_shared_ones() -> None:
     cfg = Config.from_env(
         {
