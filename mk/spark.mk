@@ -42,14 +42,16 @@ spark-report: bootstrap $(SPARK_JARS) ## Scan the archive and print the report a
 
 # A master and SPARK_CLUSTER_WORKERS workers from the pyspark package as local processes; the job submitted to
 # them must answer as local[2] does on the same data (docs/spark.md "Standalone cluster"). The connector half
-# runs on the local Cassandra node, started (and stopped again) here as `make test` does.
+# runs on the local Cassandra node: any node that answers CQL on CASSANDRA_HOST:CASSANDRA_NATIVE_PORT is used
+# (`ctl.py wait`, not `status`: status knows only this checkout's own node, and a node started from another
+# checkout made `start` fail on the busy port); only when none answers is one started here, and stopped after.
 SPARK_CLUSTER_WORKERS ?= 2
 #: Where `make spark-cluster-test` writes its figures (committed).
 SPARK_CLUSTER_RESULTS ?= bench/results/spark-standalone.json
 
 spark-cluster-test: bootstrap cassandra-fetch $(SPARK_JARS) ## Spark standalone cluster (master + 2 workers): spark-submit gives local[2]'s results (SQLite, Cassandra); figures in bench/results
 	@started=0; \
-	if ! $(PY) $(CASSANDRA_CTL) status >/dev/null 2>&1; then $(PY) $(CASSANDRA_CTL) start; started=1; fi; \
+	if ! $(PY) $(CASSANDRA_CTL) wait --timeout 10 >/dev/null 2>&1; then $(PY) $(CASSANDRA_CTL) start; started=1; fi; \
 	rc=0; SPARK_CLUSTER_WORKERS=$(SPARK_CLUSTER_WORKERS) SPARK_CLUSTER_RESULTS=$(SPARK_CLUSTER_RESULTS) \
 	  $(PY) -m pytest tests/spark/standalone -p no:cacheprovider $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$started = 1 ]; then $(PY) $(CASSANDRA_CTL) stop; fi; \

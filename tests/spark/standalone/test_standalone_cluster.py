@@ -7,15 +7,18 @@ test_standalone_support.py checks that part in ``make test``). The same data set
 SQLite files, two keyspaces on the local Cassandra node (the connector path) — and each copy goes through
 ``expire`` then ``repartition``: one copy in this process on the tier's local[2] session, the other on the
 cluster. Reports (every figure, the plan, the largest partitions) and the resulting rows must be identical
-after each command, and the master must have launched executors for every submitted run: every closure,
-UDF and ``foreachPartition`` deleter ran there with local[2]'s result. Durations go to
-``SPARK_CLUSTER_RESULTS`` (bench/results/spark-standalone.json under make).
+after each command, and the master must have launched executors for every submitted run that ran tasks
+and Python work (their own logs say so, :func:`executors`): every closure, UDF and ``foreachPartition``
+deleter ran there with local[2]'s result. Durations and that evidence (application id, executor ids and
+hosts, tasks and Python runs per executor) go to ``SPARK_CLUSTER_RESULTS``
+(bench/results/spark-standalone.json under make).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,6 +51,17 @@ pytestmark = [pytest.mark.timeout(2400), IGNORE_PYSPARK_SOCKETS]
 WORKERS = int(os.environ.get("SPARK_CLUSTER_WORKERS", "2"))
 #: Report fields that measure the run (time) rather than what it did.
 TIMINGS = {"started_at", "duration_seconds", "stages", "scan_rows_per_second", "rewrite_rows_per_second"}
+#: What an executor's log (Spark 3.5 ``Executor``, ``PythonRunner``, ``PythonUDFRunner`` at INFO) says it did:
+#: who it is, the job's code zip it fetched from the driver (``--py-files``), each task it finished, and each
+#: Python worker run (closures, ``foreachPartition``) and Python UDF evaluation it timed — the latter two
+#: happen only where a pickled function was unpickled.
+EXECUTOR_ID = re.compile(r"Starting executor ID (\S+) on host (\S+)")
+EXECUTOR_LINES = {
+    "code_zip_fetched": "/files/mailmesh-job.zip with timestamp",
+    "tasks": "Executor: Finished task",
+    "python_runs": "PythonRunner: Times:",
+    "python_udf_runs": "PythonUDFRunner: Times:",
+}
 
 cassandra_node = cf.cassandra_node
 cassandra_admin = cf.cassandra_admin
@@ -90,8 +104,14 @@ def local_run(spark: SparkSession, environ: dict[str, str], command: Command, no
     return report.as_dict()
 
 
-def cluster_run(cluster: Standalone, environ: dict[str, str], command: Command, now: int) -> dict[str, Any]:
-    """The command submitted to the standalone cluster (it must get executors); its JSON report."""
+def cluster_run(
+    cluster: Standalone, environ: dict[str, str], command: Command, now: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The command submitted to the standalone cluster; its JSON report and where it ran (:func:`executors`).
+
+    Executors must have run tasks and Python work: a run the driver did alone (``local`` mode picked by
+    mistake, or a job collecting everything to the driver) fails here.
+    """
     out = cluster.work / f"report-{command.value}-{len(list(cluster.work.glob('report-*')))}.json"
     job, _ = settings(environ)
     # As the CronJob runs it: the connector is on the class path (--jars), not added by the job.
@@ -103,8 +123,13 @@ def cluster_run(cluster: Standalone, environ: dict[str, str], command: Command, 
     assert report["ok"]
     new = sorted(set(apps(cluster)) - set(before))
     assert len(new) == 1, "the run never registered with the master: it ran in the driver alone"
-    assert launched(cluster, new[0]) >= 1, "no executor ran the job's tasks"
-    return report
+    ran = executors(cluster, new[0])
+    assert ran, "the workers launched no executor"
+    assert sum(e["tasks"] for e in ran) >= 1, f"no executor finished a task: {ran}"
+    assert sum(e["python_runs"] + e["python_udf_runs"] for e in ran) >= 1, (
+        f"no Python ran on executors: {ran}"
+    )
+    return report, {"app": new[0], "executors": ran}
 
 
 def apps(cluster: Standalone) -> list[str]:
@@ -113,25 +138,48 @@ def apps(cluster: Standalone) -> list[str]:
     return [str(app["id"]) for key in ("activeapps", "completedapps") for app in state.get(key, [])]
 
 
-def launched(cluster: Standalone, app: str) -> int:
-    """Executors the workers started for application ``app`` (a work directory each: <app>/<executor>)."""
-    return sum(1 for w in range(WORKERS) for _ in (cluster.work / f"worker{w + 1}" / app).glob("*/stderr"))
+def executors(cluster: Standalone, app: str) -> list[dict[str, Any]]:
+    """Each executor the workers started for ``app`` (a work directory each: worker<n>/<app>/<id>/stderr):
+    its worker, id and host as the executor logged them, and the counts of :data:`EXECUTOR_LINES`."""
+    found = []
+    for w in range(WORKERS):
+        for log in sorted((cluster.work / f"worker{w + 1}" / app).glob("*/stderr")):
+            text = log.read_text(errors="replace")
+            ident = EXECUTOR_ID.search(text)
+            entry: dict[str, Any] = {
+                "worker": w + 1,
+                "executor": ident.group(1) if ident else log.parent.name,
+                "host": ident.group(2) if ident else None,
+            }
+            entry.update({key: text.count(line) for key, line in EXECUTOR_LINES.items()})
+            found.append(entry)
+    return found
 
 
 def record(
-    figures: Results, backend: str, command: Command, local: dict[str, Any], remote: dict[str, Any]
+    figures: Results,
+    backend: str,
+    command: Command,
+    local: dict[str, Any],
+    remote: tuple[dict[str, Any], dict[str, Any]],
 ) -> None:
-    """Both durations of one command (identical results asserted by the caller)."""
+    """Both durations of one command and where the cluster ran it (identical results: the caller asserts)."""
+    report, ran = remote
     figures.add(
         f"{backend} {command.value}: standalone cluster ({WORKERS} workers) run",
-        remote["duration_seconds"],
+        report["duration_seconds"],
         "s",
         local2_s=local["duration_seconds"],
+        # Per stage: the cluster run's total also holds its session's start (executors launched, jars and
+        # code fetched), which local[2], on the tier's warm session, does not pay.
+        stages_s=report["stages"],
+        local2_stages_s=local["stages"],
         rows_scanned=local["rows_scanned"],
         envelopes_expired=local["envelopes_expired"],
         rows_moved=local["rows_moved"],
         partitions_deleted=local["partitions_deleted"],
         identical=True,
+        **ran,
     )
 
 
@@ -155,7 +203,7 @@ def test_sqlite_expire_and_repartition_match_local(
     for command, extra in steps(data):
         local = local_run(spark, job_env("sqlite", str(paths[0]), **extra), command, data.now)
         remote = cluster_run(cluster, job_env("sqlite", str(paths[1]), **extra), command, data.now)
-        assert comparable(remote) == comparable(local), command
+        assert comparable(remote[0]) == comparable(local), command
         assert sqlite_rows(paths[1]) == sqlite_rows(paths[0]), command
         reports[command] = local
         record(figures, "SQLite", command, local, remote)
@@ -188,7 +236,7 @@ def test_cassandra_expire_and_repartition_match_local(
         for command, extra in steps(data):
             local = local_run(spark, job_env("cassandra", spaces[0], **node, **extra), command, data.now)
             remote = cluster_run(cluster, job_env("cassandra", spaces[1], **node, **extra), command, data.now)
-            assert comparable(remote) == comparable(local), command
+            assert comparable(remote[0]) == comparable(local), command
             mine, theirs = (
                 sorted((r.table, r.key, r.hash) for r in physical(cassandra_admin, ks)) for ks in spaces
             )
