@@ -19,7 +19,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from meshcore.clients import make_channel
 from meshcore.server import Registration, build_server
-from meshcore.tracing import server_tracing_interceptor, setup_tracing, start_span, traced_steps
+from meshcore.tracing import ServerSpans, setup_tracing, start_span, traced_steps
 from tests.unit.meshcore.support import SERVICE, Running, identity, runtime_for_tests, server_stream, unary
 
 FRONT = "meshcore.test.v1.Front"
@@ -210,11 +210,11 @@ def test_a_call_whose_client_left_starts_its_span_without_a_warning(
         def peer(self) -> str:
             return ""
 
-    class Details:
-        method = f"/{SERVICE}/Echo"
-
     caplog.set_level(logging.WARNING)
-    interceptor = server_tracing_interceptor(spans[0])
-    with interceptor._start_span(Details(), Gone()) as span:  # type: ignore[attr-defined]
-        assert span.attributes["rpc.method"] == "Echo" and "net.peer.ip" not in span.attributes
+    span, _ = ServerSpans(spans[0]).start(f"/{SERVICE}/Echo", Gone())  # type: ignore[arg-type]
+    assert span is not None
+    span.end()
+    (ended,) = spans[1].get_finished_spans()
+    assert ended.attributes is not None
+    assert ended.attributes["rpc.method"] == "Echo" and "net.peer.ip" not in ended.attributes
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
