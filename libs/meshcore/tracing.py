@@ -13,10 +13,17 @@ arrive over RLPx, not gRPC). Callers must consume streaming responses with ``asy
 
 With ``OTEL_EXPORTER_OTLP_ENDPOINT`` set, :func:`setup_tracing` exports every span over OTLP/gRPC; the
 ``OTEL_BSP_*`` variables of the OpenTelemetry SDK (batch size, schedule delay) apply as documented there.
+Without it no span is recorded at all: every "span" is the caller's span context passed through (a fresh
+trace id when there is no caller), so log lines still carry a trace id and the W3C ``traceparent`` sent
+downstream is the caller's, and a service that does export continues the caller's trace as if this one were
+not there (W3C Trace Context, "traceparent Header"; OpenTelemetry trace API, "Behavior of the API in the
+absence of an installed SDK": a non-recording span carries its parent's context). That is ~0.1 ms less CPU
+per call than recording spans nobody reads (docs/benchmarks.md "The send service (issue 11)").
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, TypeVar, cast
 from urllib.parse import unquote
@@ -47,20 +54,64 @@ def setup_tracing(service_name: str, otlp_endpoint: str, *, set_global: bool = T
     """Create the process's tracer provider for ``service_name``.
 
     With an ``otlp_endpoint`` (``http://collector:4317``) spans are batched to it over OTLP/gRPC;
-    with an empty one the provider records nothing anywhere, which keeps trace ids in logs and
-    context propagation working at almost no cost.
+    with an empty one the provider records nothing: its spans only pass the caller's context on (see the
+    module docstring), which keeps trace ids in logs and context propagation working at almost no cost.
     ``set_global`` installs it as the global provider (OpenTelemetry allows that once per process; tests
     pass False). Call ``provider.shutdown()`` at exit to flush what is batched.
     """
-    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service_name}))
-    if otlp_endpoint:
+    resource = Resource.create({SERVICE_NAME: service_name})
+    if not otlp_endpoint:
+        provider: TracerProvider = _PassThroughProvider(resource=resource)
+    else:
         # Imported only when used: the exporter pulls in a second gRPC channel stack.
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
+        provider = TracerProvider(resource=resource)
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=otlp_endpoint)))
     if set_global:
         trace.set_tracer_provider(provider)
     return provider
+
+
+class _PassThroughTracer(trace.NoOpTracer):
+    """Spans that record nothing and carry their parent's context, or a fresh sampled one for a root.
+
+    The API's no-op tracer already passes a valid parent through; for a root it returns the invalid span,
+    which would leave log lines without a trace id and send no ``traceparent`` on. A fresh root carries the
+    sampled flag, as the SDK's default sampler (parent-based, always on) would have given it.
+    """
+
+    def start_span(
+        self, name: str, context: otel_context.Context | None = None, *args: Any, **kwargs: Any
+    ) -> trace.Span:
+        """Return the parent's span if it is valid, else a new non-recording root."""
+        parent = trace.get_current_span(context)
+        parent_context = parent.get_span_context()
+        if not parent_context.is_valid:
+            return trace.NonRecordingSpan(_root_context())
+        if isinstance(parent, trace.NonRecordingSpan):
+            return parent
+        return trace.NonRecordingSpan(parent_context)
+
+
+def _root_context() -> trace.SpanContext:
+    # The SDK's RandomIdGenerator: random bits, never the all-zero (invalid) id.
+    return trace.SpanContext(
+        trace_id=random.getrandbits(128) or 1,
+        span_id=random.getrandbits(64) or 1,
+        is_remote=False,
+        trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+    )
+
+
+class _PassThroughProvider(TracerProvider):
+    """The provider :func:`setup_tracing` returns without an endpoint: every tracer is pass-through."""
+
+    _tracer = _PassThroughTracer()
+
+    def get_tracer(self, *args: Any, **kwargs: Any) -> trace.Tracer:
+        """The one pass-through tracer, whatever the instrumentation asks for."""
+        return self._tracer
 
 
 def _not_health() -> object:
