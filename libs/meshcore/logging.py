@@ -53,6 +53,9 @@ def trim(value: object, max_len: int = DEFAULT_TRIM) -> str:
     else:
         text = str(value)
         total = len(text)
+    if total <= max_len and text.isprintable():
+        # Nothing to escape or cut (every call's peer address): one C-level scan, not a loop per character.
+        return text
     out: list[str] = []
     used = 0
     consumed = 0

@@ -187,7 +187,7 @@ class GrpcMetrics(PerRegistry):
 
 
 class ServerMetrics(GrpcMetrics):
-    """``grpc_server_*`` metrics, fed by :class:`meshcore.interceptors.ServerMetricsInterceptor`."""
+    """``grpc_server_*`` metrics, fed by :class:`meshcore.interceptors.MeshServerInterceptor`."""
 
     side = "server"
 

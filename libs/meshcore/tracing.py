@@ -5,26 +5,25 @@ call metadata and the server interceptor continues the trace from it. ``grpc.hea
 out on both sides: kubelet and the health service poll it every few seconds, and those spans
 would drown the traces anyone wants to look at.
 
-Handlers must be ``async def`` (response-streaming ones async generators), and callers must
-consume streaming responses with ``async for`` rather than ``call.read()``: the OTel aio
-interceptors await unary behaviours and iterate streaming ones.
-
-Response streams are traced by :class:`_StreamSafeServerInterceptor`, not by the instrumentation's
-own wrapper. That wrapper holds ``attach``/``detach`` context managers open across its ``yield``:
-when a client closes a stream early, gRPC cancels the handler task while the generator is parked at
-a ``yield``, and the event loop later closes the abandoned generator from a new task (the asyncgen
-finalizer hook, PEP 525), so ``detach`` runs in a different ``contextvars.Context`` than ``attach``
-did and OpenTelemetry logs ERROR "Failed to detach context" for every such stream. Ours makes the
-span current only around each step of the handler (attach and detach in the same step, so always in
-the same context) and ends the span without detaching anything. :func:`traced_steps` does the same for
-any async iterator a service drives itself (the edge peer's mailserver requests arrive over RLPx, not gRPC).
+The server side is :class:`ServerSpans`, used by the one server interceptor of
+:mod:`meshcore.interceptors` (which also steps response streams safely, see there); :func:`traced_steps`
+does the same stepping for any async iterator a service drives itself (the edge peer's mailserver requests
+arrive over RLPx, not gRPC). Callers must consume streaming responses with ``async for`` rather than
+``call.read()``: the OTel aio client interceptors iterate streaming calls.
 
 With ``OTEL_EXPORTER_OTLP_ENDPOINT`` set, :func:`setup_tracing` exports every span over OTLP/gRPC; the
 ``OTEL_BSP_*`` variables of the OpenTelemetry SDK (batch size, schedule delay) apply as documented there.
+Without it no span is recorded at all: every "span" is the caller's span context passed through (a fresh
+trace id when there is no caller), so log lines still carry a trace id and the W3C ``traceparent`` sent
+downstream is the caller's, and a service that does export continues the caller's trace as if this one were
+not there (W3C Trace Context, "traceparent Header"; OpenTelemetry trace API, "Behavior of the API in the
+absence of an installed SDK": a non-recording span carries its parent's context). That is ~0.1 ms less CPU
+per call than recording spans nobody reads (docs/benchmarks.md "The send service (issue 11)").
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 from urllib.parse import unquote
@@ -33,11 +32,8 @@ import grpc
 import grpc.aio
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.instrumentation.grpc import aio_client_interceptors, filters
-from opentelemetry.instrumentation.grpc._aio_server import (
-    OpenTelemetryAioServerInterceptor,
-    _OpenTelemetryAioServicerContext,
-)
+from opentelemetry.instrumentation.grpc import aio_client_interceptors
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.propagate import extract
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -45,9 +41,9 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 __all__ = [
+    "ServerSpans",
     "client_tracing_interceptors",
     "parse_traceparent",
-    "server_tracing_interceptor",
     "setup_tracing",
     "start_span",
     "traced_steps",
@@ -62,40 +58,126 @@ def setup_tracing(service_name: str, otlp_endpoint: str, *, set_global: bool = T
     """Create the process's tracer provider for ``service_name``.
 
     With an ``otlp_endpoint`` (``http://collector:4317``) spans are batched to it over OTLP/gRPC;
-    with an empty one the provider records nothing anywhere, which keeps trace ids in logs and
-    context propagation working at almost no cost. ``set_global`` installs it as the global
-    provider (OpenTelemetry allows that once per process; tests pass False). Call
-    ``provider.shutdown()`` at exit to flush what is batched.
+    with an empty one the provider records nothing: its spans only pass the caller's context on (see the
+    module docstring), which keeps trace ids in logs and context propagation working at almost no cost.
+    ``set_global`` installs it as the global provider (OpenTelemetry allows that once per process; tests
+    pass False). Call ``provider.shutdown()`` at exit to flush what is batched.
     """
-    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service_name}))
-    if otlp_endpoint:
+    resource = Resource.create({SERVICE_NAME: service_name})
+    if not otlp_endpoint:
+        provider: TracerProvider = _PassThroughProvider(resource=resource)
+    else:
         # Imported only when used: the exporter pulls in a second gRPC channel stack.
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
+        provider = TracerProvider(resource=resource)
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=otlp_endpoint)))
     if set_global:
         trace.set_tracer_provider(provider)
     return provider
 
 
-def _not_health() -> object:
-    return filters.negate(filters.health_check())
+class _PassThroughTracer(trace.NoOpTracer):
+    """Spans that record nothing and carry their parent's context, or a fresh sampled one for a root.
 
-
-def server_tracing_interceptor(
-    tracer_provider: trace.TracerProvider | None = None,
-) -> grpc.aio.ServerInterceptor:
-    """Return the OTel aio server interceptor (health checks excluded); None uses the global provider.
-
-    Response streams are traced step by step (see the module docstring).
+    The API's no-op tracer already passes a valid parent through; for a root it returns the invalid span,
+    which would leave log lines without a trace id and send no ``traceparent`` on. A fresh root carries the
+    sampled flag, as the SDK's default sampler (parent-based, always on) would have given it.
     """
-    # What the instrumentation's aio_server_interceptor() builds, with our stream wrapper.
-    tracer = trace.get_tracer(__name__, tracer_provider=tracer_provider)
-    return _StreamSafeServerInterceptor(tracer, filter_=_not_health())  # type: ignore[no-untyped-call]
+
+    def start_span(
+        self, name: str, context: otel_context.Context | None = None, *args: Any, **kwargs: Any
+    ) -> trace.Span:
+        """Return the parent's span if it is valid, else a new non-recording root."""
+        parent = trace.get_current_span(context)
+        parent_context = parent.get_span_context()
+        if not parent_context.is_valid:
+            return trace.NonRecordingSpan(_root_context())
+        if isinstance(parent, trace.NonRecordingSpan):
+            return parent
+        return trace.NonRecordingSpan(parent_context)
+
+
+def _root_context() -> trace.SpanContext:
+    # The SDK's RandomIdGenerator: random bits, never the all-zero (invalid) id.
+    return trace.SpanContext(
+        trace_id=random.getrandbits(128) or 1,
+        span_id=random.getrandbits(64) or 1,
+        is_remote=False,
+        trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+    )
+
+
+class _PassThroughProvider(TracerProvider):
+    """The provider :func:`setup_tracing` returns without an endpoint: every tracer is pass-through."""
+
+    _tracer = _PassThroughTracer()
+
+    def get_tracer(self, *args: Any, **kwargs: Any) -> trace.Tracer:
+        """The one pass-through tracer, whatever the instrumentation asks for."""
+        return self._tracer
+
+
+_HEALTH_SERVICE = "grpc.health.v1.Health"
+
+
+def _not_health(details: grpc.aio.ClientCallDetails) -> bool:
+    """The client calls to trace: all but health checks.
+
+    What ``filters.negate(filters.health_check())`` decides, without its per-call ``isinstance`` against
+    the typing Protocols of grpc's call details (a costly check, made on every call).
+    """
+    method: str | bytes = details.method
+    return ServerSpans.traces(method.decode() if isinstance(method, bytes) else method)
+
+
+class ServerSpans:
+    """Starts the server span of each call (or, with a pass-through provider, only continues the caller's).
+
+    What the instrumentation's aio server interceptor does (its ``_server.py``, ``_start_span`` and
+    ``_set_remote_context``) without its per-call wrappers, so
+    :class:`meshcore.interceptors.MeshServerInterceptor` can do tracing, metrics and error mapping in one
+    layer. ``grpc.health.v1`` is not traced.
+    """
+
+    def __init__(self, tracer_provider: trace.TracerProvider | None = None) -> None:
+        self._tracer = trace.get_tracer(__name__, tracer_provider=tracer_provider)
+        self._recording = not isinstance(self._tracer, trace.NoOpTracer)
+
+    @staticmethod
+    def traces(method: str) -> bool:
+        """Whether calls of ``method`` (``/pkg.Service/Method``) get a span: all but health checks."""
+        # As the instrumentation's filters.health_check(): a service-name prefix match.
+        return not method.lstrip("/").startswith(_HEALTH_SERVICE)
+
+    def start(
+        self, method: str, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> tuple[trace.Span | None, otel_context.Context]:
+        """Start the span of a call: (the recording span or None, the context to make current)."""
+        metadata = context.invocation_metadata()
+        parent = extract(dict(metadata)) if metadata else otel_context.get_current()
+        if not is_instrumentation_enabled():
+            return None, parent
+        if not self._recording:
+            span = self._tracer.start_span(method, context=parent)
+            return None, trace.set_span_in_context(span, parent)
+        span = self._tracer.start_span(
+            name=method,
+            context=parent,
+            kind=trace.SpanKind.SERVER,
+            attributes=_span_attributes(method, context),
+            record_exception=False,
+            set_status_on_exception=False,
+        )
+        return span, trace.set_span_in_context(span, parent)
 
 
 def _span_attributes(method: str, context: grpc.aio.ServicerContext[Any, Any]) -> dict[str, str | int]:
-    """The attributes the instrumentation puts on a server span (its ``_server.py``, ``_start_span``)."""
+    """The attributes the instrumentation puts on a server span (its ``_server.py``, ``_start_span``).
+
+    Unlike the instrumentation, an empty peer (gRPC reports one for a call whose client already left) is
+    not a WARNING "Failed to parse peer address ''": under load, every health check that timed out was.
+    """
     attributes: dict[str, str | int] = {
         "rpc.system": "grpc",
         "rpc.grpc.status_code": grpc.StatusCode.OK.value[0],
@@ -117,87 +199,11 @@ def _span_attributes(method: str, context: grpc.aio.ServicerContext[Any, Any]) -
     return attributes
 
 
-class _StreamSafeServerInterceptor(OpenTelemetryAioServerInterceptor):
-    """The instrumentation's aio server interceptor with response streams traced step by step.
-
-    Unary responses keep the instrumentation's wrapper: a coroutine starts and ends in one task.
-    """
-
-    def _start_span(
-        self,
-        handler_call_details: grpc.HandlerCallDetails,
-        context: grpc.aio.ServicerContext[Any, Any],
-        set_status_on_exception: bool = False,
-    ) -> Any:
-        """The instrumentation's unary span, with the attributes of :func:`_span_attributes`.
-
-        Its own version logs WARNING "Failed to parse peer address ''" for a call whose client already left
-        (gRPC then reports an empty peer): under load, every health check that timed out did.
-        """
-        method = handler_call_details.method
-        method = method.decode() if isinstance(method, bytes) else method
-        return self._tracer.start_as_current_span(
-            name=method,
-            kind=trace.SpanKind.SERVER,
-            attributes=_span_attributes(method, context),
-            set_status_on_exception=set_status_on_exception,
-        )
-
-    def _intercept_aio_server_stream(
-        self,
-        behavior: Callable[..., AsyncGenerator[Any, None]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> Callable[..., AsyncGenerator[Any, None]]:
-        method = handler_call_details.method
-        method = method.decode() if isinstance(method, bytes) else method
-
-        async def traced_stream(
-            request: Any, context: grpc.aio.ServicerContext[Any, Any]
-        ) -> AsyncGenerator[Any, None]:
-            metadata = context.invocation_metadata()
-            parent = extract(dict(metadata)) if metadata else otel_context.get_current()
-            span = self._tracer.start_span(
-                name=method,
-                context=parent,
-                kind=trace.SpanKind.SERVER,
-                attributes=_span_attributes(method, context),
-                set_status_on_exception=False,
-            )
-            current = trace.set_span_in_context(span, parent)
-            wrapped = _OpenTelemetryAioServicerContext(context, span)  # type: ignore[no-untyped-call]
-            responses = behavior(request, wrapped)
-            try:
-                while True:
-                    # Attach and detach within one step: both run in the caller's context, whichever
-                    # task that is (the handler task, or the loop's finalizer after an early close).
-                    token = otel_context.attach(current)
-                    try:
-                        response = await anext(responses)
-                    except StopAsyncIteration:
-                        break
-                    finally:
-                        otel_context.detach(token)
-                    yield response
-            except Exception as error:
-                if type(error) is not Exception:  # as the instrumentation: bare Exception = an abort
-                    span.record_exception(error)
-                raise
-            finally:
-                token = otel_context.attach(current)
-                try:
-                    await responses.aclose()  # run the handler's own clean-up now, inside its span
-                finally:
-                    otel_context.detach(token)
-                    span.end()
-
-        return traced_stream
-
-
 def client_tracing_interceptors(
     tracer_provider: trace.TracerProvider | None = None,
 ) -> list[grpc.aio.ClientInterceptor]:
     """Return the four OTel aio client interceptors (health checks excluded); None = global provider."""
-    interceptors = aio_client_interceptors(tracer_provider=tracer_provider, filter_=_not_health())  # type: ignore[no-untyped-call]
+    interceptors = aio_client_interceptors(tracer_provider=tracer_provider, filter_=_not_health)  # type: ignore[no-untyped-call]
     return cast(list[grpc.aio.ClientInterceptor], interceptors)
 
 
@@ -250,8 +256,9 @@ async def traced_steps(span: trace.Span, steps: AsyncIterator[T]) -> AsyncIterat
     """Iterate ``steps`` with ``span`` current around each step, then end ``span``.
 
     Calls made inside a step (a gRPC client call started by the first ``anext``) become the span's
-    children. As in the server interceptor above, the context is attached and detached within one step,
-    so closing this generator from another task (its consumer left) cannot detach a foreign context.
+    children. As in the server interceptor (:mod:`meshcore.interceptors`), the context is attached and
+    detached within one step, so closing this generator from another task (its consumer left) cannot
+    detach a foreign context.
     An exception from ``steps`` is recorded on the span and marks it as an error.
     """
     current = trace.set_span_in_context(span)

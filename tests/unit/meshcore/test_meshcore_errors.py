@@ -9,10 +9,12 @@ from typing import Any, cast
 import grpc
 import grpc.aio
 import pytest
+from prometheus_client import CollectorRegistry
 
 from meshcore import errors
 from meshcore.codes import ERROR_CODES, GO_CODE_NAMES, error_class_for, go_code_name, status_code_for
-from meshcore.interceptors import _guard
+from meshcore.interceptors import _Method
+from meshcore.metrics import ServerMetrics
 
 
 class InvalidCursor(errors.InvalidArgument):
@@ -69,7 +71,10 @@ class _GoneContext:
     def time_remaining(self) -> float | None:
         return None
 
-    async def abort(self, code: grpc.StatusCode, message: str) -> None:
+    def code(self) -> grpc.StatusCode | None:
+        return None if self.aborted is None else self.aborted[0]
+
+    async def abort(self, code: grpc.StatusCode, message: str, trailing_metadata: object = ()) -> None:
         self.aborted = (code, message)
         raise grpc.aio.AbortError()
 
@@ -83,7 +88,8 @@ async def test_a_failure_after_the_client_left_ends_quietly(
     gone: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     log = logging.getLogger("test.guard")
-    guarded = _guard(_failing, False, "/pkg.Svc/Query", log)
+    m = ServerMetrics.for_registry(CollectorRegistry()).rpc("/pkg.Svc/Query", "unary")
+    guarded = _Method("/pkg.Svc/Query", m, None, log).wrap(_failing, False, False)
     fake = _GoneContext(cancelled=gone)
     context = cast(Any, fake)  # only the methods the guard calls
     with caplog.at_level(logging.DEBUG, logger="test.guard"):

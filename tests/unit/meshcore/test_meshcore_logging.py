@@ -110,6 +110,7 @@ def test_trim_examples() -> None:
     assert trim("a\nb\x1b[2J\u202eevil") == "a\\x0ab\\x1b[2J\\u202eevil"
     assert trim("x" * 1000, 10) == "x" * 10 + "…(+990 chars)"
     assert trim(b"\x00\xff" * 1000, 8) == "00ff00ff…(+3992 chars)"
+    assert trim(b"\x00\xff", 4) == "00ff"  # short enough: shown whole, no cut mark
     assert trim(None) == "None"
 
 

@@ -6,6 +6,8 @@ import asyncio
 import logging
 import urllib.request
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -15,7 +17,8 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from meshcore.interceptors import INTERNAL_MESSAGE
+from meshcore.interceptors import INTERNAL_MESSAGE, MeshServerInterceptor
+from meshcore.metrics import ServerMetrics
 from meshcore.server import build_server
 from tests.unit.meshcore.support import (
     SECRET,
@@ -24,6 +27,7 @@ from tests.unit.meshcore.support import (
     Running,
     bidi,
     client_stream,
+    identity,
     runtime_for_tests,
     server_stream,
     unary,
@@ -179,6 +183,32 @@ async def test_unknown_method_is_unimplemented_and_not_counted(running: Running)
         if s.name.startswith("grpc_server_")
     }
     assert "Nope" not in server_methods  # a caller cannot mint server label values
+
+
+async def test_a_method_is_wrapped_once_while_the_handler_below_stays_the_same() -> None:
+    """The per-call cost: a known method's wrapper is reused; a different handler below (an auth refusal,
+    say) is wrapped anew, never served by another handler's wrapper."""
+    interceptor = MeshServerInterceptor(ServerMetrics.for_registry(CollectorRegistry()))
+    details: Any = SimpleNamespace(method=f"/{SERVICE}/Echo", invocation_metadata=())
+
+    async def echo(request: bytes, context: Any) -> bytes:
+        return request
+
+    below: list[grpc.RpcMethodHandler[bytes, bytes] | None] = [
+        grpc.unary_unary_rpc_method_handler(echo, identity, identity)
+    ]
+
+    async def continuation(_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler[bytes, bytes] | None:
+        return below[0]
+
+    first = await interceptor.intercept_service(continuation, details)
+    assert first is not None and first is not below[0]
+    assert await interceptor.intercept_service(continuation, details) is first
+    below[0] = grpc.unary_unary_rpc_method_handler(echo, identity, identity)
+    other = await interceptor.intercept_service(continuation, details)
+    assert other is not None and other is not first and other.unary_unary is not first.unary_unary
+    below[0] = None  # an unknown method passes through as unknown
+    assert await interceptor.intercept_service(continuation, details) is None
 
 
 async def test_health_serving_for_server_and_each_service(running: Running) -> None:

@@ -14,12 +14,13 @@ import grpc.aio
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace import SpanContext, SpanKind, StatusCode
 
 from meshcore.clients import make_channel
 from meshcore.server import Registration, build_server
-from meshcore.tracing import server_tracing_interceptor, setup_tracing, start_span, traced_steps
+from meshcore.tracing import ServerSpans, setup_tracing, start_span, traced_steps
 from tests.unit.meshcore.support import SERVICE, Running, identity, runtime_for_tests, server_stream, unary
 
 FRONT = "meshcore.test.v1.Front"
@@ -93,8 +94,84 @@ def test_setup_tracing_without_endpoint_records_nowhere() -> None:
         assert provider.resource.attributes["service.name"] == "svc"
         with provider.get_tracer("t").start_as_current_span("s") as span:
             assert span.get_span_context().is_valid  # ids exist for logs even with no exporter
+            assert span.get_span_context().trace_flags.sampled  # as the SDK's default sampler decides
+            assert not span.is_recording()
+            with provider.get_tracer("u").start_as_current_span("child") as child:
+                assert child.get_span_context() == span.get_span_context()  # passed through
     finally:
         provider.shutdown()
+
+
+async def _relay_through_an_unrecorded_front(running: Running, *, traced_caller: bool) -> SpanContext:
+    """client → Front.Relay (pass-through tracing, as without an endpoint) → Raw.Echo (recording).
+
+    Returns the span context current in Front's handler; without ``traced_caller`` the client sends no
+    traceparent.
+    """
+    quiet = setup_tracing("front", "", set_global=False)
+    seen: list[SpanContext] = []
+    backend = make_channel(
+        f"127.0.0.1:{running.mesh.port}",
+        service_name=SERVICE,
+        timeout_s=5,
+        tracer_provider=quiet,
+        registry=running.registry,
+    )
+
+    async def relay(request: bytes, context: Any) -> bytes:
+        current = trace.get_current_span()
+        assert not current.is_recording()
+        seen.append(current.get_span_context())
+        return b"relayed " + await unary(backend, "Echo")(request, timeout=5)
+
+    def add_front(server: grpc.aio.Server) -> None:
+        handler = grpc.unary_unary_rpc_method_handler(relay, identity, identity)
+        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(FRONT, {"Relay": handler})])
+
+    registrations = [Registration(FRONT, add_front)]
+    front = build_server(runtime_for_tests(), registrations, tracer_provider=quiet, registry=running.registry)
+    async with front, backend:
+        address = f"127.0.0.1:{front.port}"
+        if not traced_caller:
+            async with grpc.aio.insecure_channel(address) as plain:
+                assert await plain.unary_unary(f"/{FRONT}/Relay", identity, identity)(b"hi") == b"relayed hi"
+        else:
+            channel = make_channel(
+                address,
+                service_name=FRONT,
+                timeout_s=5,
+                tracer_provider=running.tracer_provider,
+                registry=running.registry,
+            )
+            async with channel:
+                relay_call = channel.unary_unary(f"/{FRONT}/Relay", identity, identity)
+                assert await relay_call(b"hi") == b"relayed hi"
+    quiet.shutdown()
+    (current,) = seen
+    return current
+
+
+async def test_without_an_endpoint_a_service_passes_its_callers_trace_on(running: Running) -> None:
+    """The downstream server span is a child of the caller's span: the trace stays whole through a service
+    that records nothing, and that service's log lines carry the caller's trace id."""
+    current = await _relay_through_an_unrecorded_front(running, traced_caller=True)
+    spans = await running.exporter.wait_for(2)
+    by_key = {(s.name, s.kind): s for s in spans}
+    assert set(by_key) == {(f"/{FRONT}/Relay", SpanKind.CLIENT), (f"/{SERVICE}/Echo", SpanKind.SERVER)}
+    caller = by_key[(f"/{FRONT}/Relay", SpanKind.CLIENT)]
+    downstream = by_key[(f"/{SERVICE}/Echo", SpanKind.SERVER)]
+    assert (current.trace_id, current.span_id) == (caller.context.trace_id, caller.context.span_id)
+    assert downstream.context.trace_id == caller.context.trace_id
+    assert downstream.parent is not None and downstream.parent.span_id == caller.context.span_id
+
+
+async def test_without_an_endpoint_a_call_with_no_caller_trace_starts_one(running: Running) -> None:
+    """A fresh, sampled trace id for the logs, sent on to the next service, which continues it."""
+    current = await _relay_through_an_unrecorded_front(running, traced_caller=False)
+    assert current.is_valid and current.trace_flags.sampled
+    (downstream,) = await running.exporter.wait_for(1)
+    assert downstream.context.trace_id == current.trace_id
+    assert downstream.parent is not None and downstream.parent.span_id == current.span_id
 
 
 def test_setup_tracing_with_endpoint_adds_a_batch_exporter() -> None:
@@ -210,11 +287,11 @@ def test_a_call_whose_client_left_starts_its_span_without_a_warning(
         def peer(self) -> str:
             return ""
 
-    class Details:
-        method = f"/{SERVICE}/Echo"
-
     caplog.set_level(logging.WARNING)
-    interceptor = server_tracing_interceptor(spans[0])
-    with interceptor._start_span(Details(), Gone()) as span:  # type: ignore[attr-defined]
-        assert span.attributes["rpc.method"] == "Echo" and "net.peer.ip" not in span.attributes
+    span, _ = ServerSpans(spans[0]).start(f"/{SERVICE}/Echo", Gone())  # type: ignore[arg-type]
+    assert span is not None
+    span.end()
+    (ended,) = spans[1].get_finished_spans()
+    assert ended.attributes is not None
+    assert ended.attributes["rpc.method"] == "Echo" and "net.peer.ip" not in ended.attributes
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
