@@ -24,7 +24,7 @@ per call than recording spans nobody reads (docs/benchmarks.md "The send service
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 from urllib.parse import unquote
 
