@@ -1,0 +1,131 @@
+"""``helm install --wait`` of the chart's minimal scenario on a real API server, then ``helm test``.
+
+What this proves beyond the offline chart tests (tests/charts): a real kube-apiserver v1.36 accepts every
+object (its own validation, defaulting and the PodSecurity "restricted" admission of the namespace); the
+scheduler places every pod on a node; the controllers turn Deployments and the StatefulSet into pods and ready
+replicas, and each Service's selector into EndpointSlices that list those pods under the Service's port names;
+helm's --wait, hook ordering and hook-delete policies run against it; uninstall removes everything.
+
+What it does not prove: kwok fakes the kubelet, so no container runs - images, commands, probes, volumes and
+the health checks of the ``helm test`` pod are not exercised (kwok reports the hook pod Succeeded by the stage
+in helm-test-stage.yaml), and nothing enforces NetworkPolicies. tests/e2e runs the real services for those.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.charts.chart_support import CHART, NAMESPACE, RELEASE
+from tests.charts.live.cluster import LocalCluster, Obj, environ, wait_for
+
+VALUES = CHART / "ci" / "minimal-values.yaml"
+HELM_TIMEOUT = "10m"  # helm's own deadline for --wait and for the test hook; the box is small and shared
+#: Kubernetes "Pod Security Standards": the chart's pods must pass the strictest profile.
+RESTRICTED = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+}
+SELECTOR = f"app.kubernetes.io/instance={RELEASE}"
+# Cluster start (a cold API server) and a helm --wait on a loaded two-core box: far over the default 120 s.
+pytestmark = pytest.mark.timeout(1800)
+
+
+def run_helm(helm: Path, cluster: LocalCluster, *args: str) -> str:
+    """Run helm against ``cluster``; its output (fails with the output and the components' state)."""
+    done = subprocess.run(
+        [str(helm), *args, "--namespace", NAMESPACE],
+        env=environ(cluster),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert done.returncode == 0, f"helm {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def release(helm: Path, cluster: LocalCluster) -> Iterator[str]:
+    """The minimal scenario installed with --wait in a namespace enforcing "restricted"; uninstalled after."""
+    cluster.api.create(
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": RESTRICTED}},
+    )
+    out = run_helm(
+        helm, cluster, "install", RELEASE, str(CHART), "-f", str(VALUES), "--wait", "--timeout", HELM_TIMEOUT
+    )
+    yield out
+    run_helm(helm, cluster, "uninstall", RELEASE, "--wait", "--timeout", HELM_TIMEOUT)
+    # helm waits for the objects it deleted; their pods go after, by the garbage collector (background
+    # propagation) and kwok's pod-delete stage, as a kubelet would confirm a pod's termination.
+    wait_for(
+        lambda: not namespaced(cluster, "api/v1", "pods"), "the release's pods to be deleted", timeout=300
+    )
+
+
+def namespaced(cluster: LocalCluster, group: str, kind: str) -> list[Obj]:
+    """The release's objects of ``kind`` (plural) under ``group`` (``api/v1``, ``apis/apps/v1``, ...)."""
+    return cluster.api.items(f"/{group}/namespaces/{NAMESPACE}/{kind}?labelSelector={SELECTOR}")
+
+
+def test_restricted_admission_is_enforced(cluster: LocalCluster, release: str) -> None:
+    # The control for the install below: the namespace's PodSecurity admission does refuse a pod that may run
+    # as root, so the chart's pods being admitted means they pass "restricted".
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "may-run-as-root"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+    with pytest.raises(RuntimeError, match=r"403.*violates PodSecurity \\?\"restricted"):
+        cluster.api.create(f"/api/v1/namespaces/{NAMESPACE}/pods", pod)
+
+
+def test_every_workload_is_ready_on_a_kwok_node(cluster: LocalCluster, release: str) -> None:
+    workloads = namespaced(cluster, "apis/apps/v1", "deployments") + namespaced(
+        cluster, "apis/apps/v1", "statefulsets"
+    )
+    assert len(workloads) >= 2, "the minimal scenario renders Deployments and the edge peer's StatefulSet"
+    for obj in workloads:
+        name, want = obj["metadata"]["name"], obj["spec"]["replicas"]
+        assert obj["status"].get("readyReplicas") == want, f"{name}: {obj['status']}"
+    pods = namespaced(cluster, "api/v1", "pods")
+    assert len(pods) == sum(w["spec"]["replicas"] for w in workloads)
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        assert pod["spec"]["nodeName"].startswith("kwok-node-"), f"{name} not scheduled by kube-scheduler"
+        assert pod["status"]["phase"] == "Running", f"{name}: {pod['status']}"
+
+
+def test_every_service_selects_its_pods(cluster: LocalCluster, release: str) -> None:
+    services = namespaced(cluster, "api/v1", "services")
+    assert services
+    for svc in services:
+        name = svc["metadata"]["name"]
+        selector = ",".join(f"{k}={v}" for k, v in sorted(svc["spec"]["selector"].items()))
+        pods = cluster.api.items(f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector={selector}")
+        assert pods, f"Service {name} selects no pod"
+        slices = f"/apis/discovery.k8s.io/v1/namespaces/{NAMESPACE}/endpointslices"
+        path = f"{slices}?labelSelector=kubernetes.io/service-name={name}"
+
+        def listed(path: str = path, want: int = len(pods)) -> bool:
+            # The EndpointSlice controller catches up asynchronously with pods turning Ready.
+            slices = cluster.api.items(path)
+            ready = [e for s in slices for e in s.get("endpoints") or [] if e["conditions"].get("ready")]
+            return len(ready) == want
+
+        wait_for(listed, f"Service {name}'s EndpointSlices to list its {len(pods)} ready pods", timeout=120)
+        (eps,) = cluster.api.items(path)
+        assert {p["name"] for p in eps["ports"]} == {p["name"] for p in svc["spec"]["ports"]}, name
+
+
+def test_helm_test_hook_succeeds(helm: Path, cluster: LocalCluster, release: str) -> None:
+    out = run_helm(helm, cluster, "test", RELEASE, "--timeout", HELM_TIMEOUT)
+    phases = [line.split(":", 1)[1].strip() for line in out.splitlines() if line.strip().startswith("Phase:")]
+    assert phases == ["Succeeded"], out
+    # hook-delete-policy hook-succeeded: helm deleted the pod (and its NetworkPolicy) once it passed.
+    hooks = namespaced(cluster, "api/v1", "pods")
+    assert not [p for p in hooks if "helm.sh/hook" in p["metadata"].get("annotations", {})], hooks
