@@ -41,10 +41,11 @@ $(KUBE_MULTI): $(KUBE_SOURCES)
 	mv -f $@.partial $@
 	for program in $(KUBE_PROGRAMS); do ln -sfn kubecluster $(KUBE_BIN)/$$program; done
 
+# `go list -m` names the module's directory only once it is in the module cache (empty otherwise): download first.
 $(KUBE_STAGES): tools/kube/go.mod tools/kube/go.sum
 	@mkdir -p $(dir $@)
-	dir=$$(cd tools/kube && $(GO) list -m -f '{{.Dir}}' sigs.k8s.io/kwok) && \
-	  for f in $(KWOK_STAGE_FILES); do install -m 644 "$$dir/kustomize/stage/$$f" $(dir $@)$$(basename $$f); done
+	dir=$$(cd tools/kube && $(GO) mod download sigs.k8s.io/kwok && $(GO) list -m -f '{{.Dir}}' sigs.k8s.io/kwok) && \
+	  test -n "$$dir" && for f in $(KWOK_STAGE_FILES); do install -m 644 "$$dir/kustomize/stage/$$f" $(dir $@)$$(basename $$f); done
 	@touch $@
 
 kube-tools: $(KUBE_MULTI) $(KUBE_STAGES) ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok from their Go modules (var/kube/bin)
