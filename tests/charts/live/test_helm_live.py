@@ -43,8 +43,25 @@ def run_helm(helm: Path, cluster: LocalCluster, *args: str) -> str:
         text=True,
         timeout=1200,
     )
-    assert done.returncode == 0, f"helm {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+    assert done.returncode == 0, (
+        f"helm {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}\n{namespace_state(cluster)}"
+    )
     return done.stdout
+
+
+def namespace_state(cluster: LocalCluster) -> str:
+    """The namespace's pods and Warning events: why --wait did not end (a refused pod is a FailedCreate)."""
+    base = f"/api/v1/namespaces/{NAMESPACE}"
+    pods = [
+        f"  {p['metadata']['name']}: {p['status'].get('phase')} on {p['spec'].get('nodeName')}"
+        for p in cluster.api.items(f"{base}/pods")
+    ]
+    events = [
+        f"  {o['kind']}/{o['name']}: {e['reason']}: {e.get('message', '')}"
+        for e in cluster.api.items(f"{base}/events?fieldSelector=type=Warning")
+        for o in [e["involvedObject"]]
+    ]
+    return "pods:\n" + "\n".join(pods) + "\nwarning events:\n" + "\n".join(events[-20:])
 
 
 @pytest.fixture(scope="module")
