@@ -280,4 +280,5 @@ def environ(cluster: LocalCluster) -> dict[str, str]:
         "HELM_CACHE_HOME": str(home / "cache"),
         "HELM_CONFIG_HOME": str(home / "config"),
         "HELM_DATA_HOME": str(home / "data"),
+        "KUBECACHEDIR": str(home / "kube-cache"),  # the discovery cache, ~/.kube/cache otherwise
     }

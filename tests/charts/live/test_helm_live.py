@@ -4,7 +4,9 @@ What this proves beyond the offline chart tests (tests/charts): a real kube-apis
 object (its own validation, defaulting and the PodSecurity "restricted" admission of the namespace); the
 scheduler places every pod on a node; the controllers turn Deployments and the StatefulSet into pods and ready
 replicas, and each Service's selector into EndpointSlices that list those pods under the Service's port names;
-helm's --wait, hook ordering and hook-delete policies run against it; uninstall removes everything.
+helm's --wait, hook ordering and hook-delete policies run against it; the ServiceMonitor and PrometheusRule
+follow the API server's real discovery (.Capabilities) and keep every field through the CRDs' structural
+schemas; uninstall removes everything.
 
 What it does not prove: kwok fakes the kubelet, so no container runs - images, commands, probes, volumes and
 the health checks of the ``helm test`` pod are not exercised (kwok reports the hook pod Succeeded by the stage
@@ -18,8 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tests.charts.chart_support import CHART, NAMESPACE, RELEASE
+from tests.charts.chart_support import CHART, NAMESPACE, RELEASE, TOOLS
 from tests.charts.live.cluster import LocalCluster, Obj, environ, wait_for
 
 VALUES = CHART / "ci" / "minimal-values.yaml"
@@ -30,6 +33,14 @@ RESTRICTED = {
     "pod-security.kubernetes.io/enforce-version": "latest",
 }
 SELECTOR = f"app.kubernetes.io/instance={RELEASE}"
+#: The prometheus-operator kinds the chart renders behind flags and .Capabilities, with their plurals.
+MONITORING = {"ServiceMonitor": "servicemonitors", "PrometheusRule": "prometheusrules"}
+MONITORING_ON = (
+    "--set",
+    "metrics.serviceMonitor.enabled=true",
+    "--set",
+    "metrics.prometheusRule.enabled=true",
+)
 # Cluster start (a cold API server) and a helm --wait on a loaded two-core box: far over the default 120 s.
 pytestmark = pytest.mark.timeout(1800)
 
@@ -146,3 +157,61 @@ def test_helm_test_hook_succeeds(helm: Path, cluster: LocalCluster, release: str
     # hook-delete-policy hook-succeeded: helm deleted the pod (and its NetworkPolicy) once it passed.
     hooks = namespaced(cluster, "api/v1", "pods")
     assert not [p for p in hooks if "helm.sh/hook" in p["metadata"].get("annotations", {})], hooks
+
+
+def install_crd(cluster: LocalCluster, plural: str) -> None:
+    """Create the pinned prometheus-operator CRD (``make helm-tools``) and wait until it is Established."""
+    (path,) = (TOOLS / "crds").glob(f"prometheus-operator-*/{plural}.yaml")
+    crd = yaml.safe_load(path.read_text())
+    cluster.api.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    name = crd["metadata"]["name"]
+
+    def established() -> bool:
+        status = cluster.api.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")["status"]
+        return any(
+            c["type"] == "Established" and c["status"] == "True" for c in status.get("conditions") or []
+        )
+
+    wait_for(established, f"the CRD {name} to be Established", timeout=120)
+
+
+def kept(sent: object, stored: object) -> bool:
+    """Whether everything in ``sent`` is in ``stored`` (which may hold more: defaults, metadata)."""
+    if isinstance(sent, dict):
+        return isinstance(stored, dict) and all(k in stored and kept(v, stored[k]) for k, v in sent.items())
+    if isinstance(sent, list):
+        return isinstance(stored, list) and len(sent) == len(stored) and all(map(kept, sent, stored))
+    return sent == stored
+
+
+def test_monitoring_objects_follow_the_clusters_apis(helm: Path, cluster: LocalCluster, release: str) -> None:
+    upgrade = (
+        "upgrade",
+        RELEASE,
+        str(CHART),
+        "-f",
+        str(VALUES),
+        *MONITORING_ON,
+        "--wait",
+        "--timeout",
+        HELM_TIMEOUT,
+    )
+
+    def rendered() -> list[Obj]:
+        manifest = run_helm(helm, cluster, "get", "manifest", RELEASE)
+        return [d for d in yaml.safe_load_all(manifest) if d and d["kind"] in MONITORING]
+
+    # Flags on, CRDs absent: helm's .Capabilities come from the API server's discovery, so the guard leaves
+    # the objects out and the upgrade succeeds (it would fail with "no matches for kind" otherwise).
+    run_helm(helm, cluster, *upgrade)
+    assert rendered() == []
+    for plural in MONITORING.values():
+        install_crd(cluster, plural)
+    run_helm(helm, cluster, *upgrade)
+    docs = rendered()
+    assert sorted(d["kind"] for d in docs) == sorted(MONITORING)
+    for doc in docs:
+        plural, name = MONITORING[doc["kind"]], doc["metadata"]["name"]
+        stored = cluster.api.get(f"/apis/monitoring.coreos.com/v1/namespaces/{NAMESPACE}/{plural}/{name}")
+        # A structural CRD schema prunes unknown fields silently: every field helm sent must have been kept.
+        assert kept(doc["spec"], stored["spec"]), f"{doc['kind']} {name}: fields pruned by the CRD schema"
