@@ -15,7 +15,6 @@ in helm-test-stage.yaml), and nothing enforces NetworkPolicies. tests/e2e runs t
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,16 +22,10 @@ import pytest
 import yaml
 
 from tests.charts.chart_support import CHART, NAMESPACE, RELEASE, TOOLS
-from tests.charts.live.cluster import LocalCluster, Obj, environ, wait_for
+from tests.charts.live.cluster import LocalCluster, Obj, wait_for
+from tests.charts.live.live_support import HELM_TIMEOUT, RESTRICTED, namespaced, run_helm, suite_phases
 
 VALUES = CHART / "ci" / "minimal-values.yaml"
-HELM_TIMEOUT = "10m"  # helm's own deadline for --wait and for the test hook; the box is small and shared
-#: Kubernetes "Pod Security Standards": the chart's pods must pass the strictest profile.
-RESTRICTED = {
-    "pod-security.kubernetes.io/enforce": "restricted",
-    "pod-security.kubernetes.io/enforce-version": "latest",
-}
-SELECTOR = f"app.kubernetes.io/instance={RELEASE}"
 #: The prometheus-operator kinds the chart renders behind flags and .Capabilities, with their plurals.
 MONITORING = {"ServiceMonitor": "servicemonitors", "PrometheusRule": "prometheusrules"}
 MONITORING_ON = (
@@ -43,36 +36,6 @@ MONITORING_ON = (
 )
 # Cluster start (a cold API server) and a helm --wait on a loaded two-core box: far over the default 120 s.
 pytestmark = pytest.mark.timeout(1800)
-
-
-def run_helm(helm: Path, cluster: LocalCluster, *args: str) -> str:
-    """Run helm against ``cluster``; its output (fails with the output and the components' state)."""
-    done = subprocess.run(
-        [str(helm), *args, "--namespace", NAMESPACE],
-        env=environ(cluster),
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert done.returncode == 0, (
-        f"helm {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}\n{namespace_state(cluster)}"
-    )
-    return done.stdout
-
-
-def namespace_state(cluster: LocalCluster) -> str:
-    """The namespace's pods and Warning events: why --wait did not end (a refused pod is a FailedCreate)."""
-    base = f"/api/v1/namespaces/{NAMESPACE}"
-    pods = [
-        f"  {p['metadata']['name']}: {p['status'].get('phase')} on {p['spec'].get('nodeName')}"
-        for p in cluster.api.items(f"{base}/pods")
-    ]
-    events = [
-        f"  {o['kind']}/{o['name']}: {e['reason']}: {e.get('message', '')}"
-        for e in cluster.api.items(f"{base}/events?fieldSelector=type=Warning")
-        for o in [e["involvedObject"]]
-    ]
-    return "pods:\n" + "\n".join(pods) + "\nwarning events:\n" + "\n".join(events[-20:])
 
 
 @pytest.fixture(scope="module")
@@ -92,11 +55,6 @@ def release(helm: Path, cluster: LocalCluster) -> Iterator[str]:
     wait_for(
         lambda: not namespaced(cluster, "api/v1", "pods"), "the release's pods to be deleted", timeout=300
     )
-
-
-def namespaced(cluster: LocalCluster, group: str, kind: str) -> list[Obj]:
-    """The release's objects of ``kind`` (plural) under ``group`` (``api/v1``, ``apis/apps/v1``, ...)."""
-    return cluster.api.items(f"/{group}/namespaces/{NAMESPACE}/{kind}?labelSelector={SELECTOR}")
 
 
 def test_restricted_admission_is_enforced(cluster: LocalCluster, release: str) -> None:
@@ -152,8 +110,7 @@ def test_every_service_selects_its_pods(cluster: LocalCluster, release: str) -> 
 
 def test_helm_test_hook_succeeds(helm: Path, cluster: LocalCluster, release: str) -> None:
     out = run_helm(helm, cluster, "test", RELEASE, "--timeout", HELM_TIMEOUT)
-    phases = [line.split(":", 1)[1].strip() for line in out.splitlines() if line.strip().startswith("Phase:")]
-    assert phases == ["Succeeded"], out
+    assert suite_phases(out) == {f"{RELEASE}-mailmesh-test-health": "Succeeded"}, out
     # hook-delete-policy hook-succeeded: helm deleted the pod (and its NetworkPolicy) once it passed.
     hooks = namespaced(cluster, "api/v1", "pods")
     assert not [p for p in hooks if "helm.sh/hook" in p["metadata"].get("annotations", {})], hooks
