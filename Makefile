@@ -52,6 +52,7 @@ include mk/cassandra.mk
 -include mk/spark.mk
 -include mk/interop.mk
 -include mk/helm.mk
+-include mk/kube.mk
 include mk/promtool.mk
 include mk/browser.mk
 -include mk/soak.mk
