@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,12 +106,7 @@ def mesh_fixture(
         yield Mesh(processes)
     finally:
         codes = processes.stop(STOP_GRACE_S)
-    bad = {name: code for name, code in codes.items() if code != 0}
-    assert not bad, f"services exited non-zero on SIGTERM: {bad}"
-    noisy = processes.unexpected(allow)
-    assert not noisy, "unexpected WARNING/ERROR lines:\n" + "\n".join(
-        f"{name}: {line.text}" for name, lines in noisy.items() for line in lines
-    )
+    assert_clean_stop(processes, codes, allow)
 
 
 def eventually(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
@@ -131,3 +126,21 @@ def archived(history_addr: str, hashes: Sequence[bytes]) -> int:
             reply = stub.Lookup(history_pb2.LookupRequest(envelope_hashes=hashes[i : i + 1000]), timeout=10)
             stored += len(reply.stored_envelope_hashes)
         return stored
+
+
+def assert_clean_stop(
+    mesh: ProcessMesh, codes: Mapping[str, int], allow: Iterable[Allow] = (), *, killed: Collection[str] = ()
+) -> None:
+    """After ``mesh`` stopped with exit ``codes``: every service the test did not kill (``killed``) exited 0
+    on SIGTERM, and no log line is a WARNING/ERROR that ``allow`` does not expect."""
+    bad = {name: code for name, code in codes.items() if code != 0 and name not in killed}
+    assert not bad, f"services exited non-zero on SIGTERM: {bad}"
+    noisy = mesh.unexpected(allow)
+    assert not noisy, "unexpected WARNING/ERROR lines:\n" + "\n".join(
+        f"{name}: {line.text}" for name, lines in noisy.items() for line in lines
+    )
+
+
+def killed_by_test(mesh: ProcessMesh) -> set[str]:
+    """Instances that already exited before the mesh is stopped: killed by the test, on purpose."""
+    return {s.name for s in mesh.services if s.returncode is not None}

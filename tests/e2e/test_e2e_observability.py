@@ -42,7 +42,7 @@ from mailmesh.common.v1 import common_pb2
 from mailmesh.send.v1 import send_pb2, send_pb2_grpc
 from meshharness import CATALOG, FreePorts, ServiceSpec, plan, start_mesh
 from meshharness import Mesh as ProcessMesh
-from tests.e2e.e2e_rlpx_support import START_DEADLINE_S, STOP_GRACE_S, _enode, archived
+from tests.e2e.e2e_rlpx_support import START_DEADLINE_S, STOP_GRACE_S, _enode, archived, assert_clean_stop
 from tests.integration.edge_peer.edge_peer_support import envelopes, relay_client
 from tools.dashboards import DASHBOARD, expressions
 from tools.dashboards.selectors import PROMETHEUS_SERIES, selectors, services_of
@@ -156,11 +156,7 @@ def mesh(
         yield processes
     finally:
         codes = processes.stop(STOP_GRACE_S)
-    assert not {n: c for n, c in codes.items() if c != 0}, f"services exited non-zero on SIGTERM: {codes}"
-    noisy = processes.unexpected(())
-    assert not noisy, "unexpected WARNING/ERROR lines:\n" + "\n".join(
-        f"{name}: {line.text}" for name, lines in noisy.items() for line in lines
-    )
+    assert_clean_stop(processes, codes)
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,13 @@ from tests.e2e.e2e_replicas_support import (
     history_page,
     open_calls,
 )
-from tests.e2e.e2e_rlpx_support import START_DEADLINE_S, STOP_GRACE_S, _enode
+from tests.e2e.e2e_rlpx_support import (
+    START_DEADLINE_S,
+    STOP_GRACE_S,
+    _enode,
+    assert_clean_stop,
+    killed_by_test,
+)
 from tests.integration.archive import cassandra_fixtures as cf
 from tests.integration.edge_peer.edge_peer_support import envelopes, relay_client
 from tools.cassandra import ctl
@@ -85,14 +91,9 @@ async def processes(
     try:
         yield mesh
     finally:
-        killed = {s.name for s in mesh.services if s.returncode is not None}  # by the test, on purpose
+        killed = killed_by_test(mesh)
         codes = await mesh.stop_async(STOP_GRACE_S)
-    bad = {name: code for name, code in codes.items() if code != 0 and name not in killed}
-    assert not bad, f"services exited non-zero on SIGTERM: {bad}"
-    noisy = mesh.unexpected(ALLOW)
-    assert not noisy, "unexpected WARNING/ERROR lines:\n" + "\n".join(
-        f"{name}: {line.text}" for name, lines in noisy.items() for line in lines
-    )
+    assert_clean_stop(mesh, codes, ALLOW, killed=killed)
 
 
 async def _page_all(channel: grpc.aio.Channel, cursor: bytes) -> list[bytes]:

@@ -29,7 +29,13 @@ from mailmesh.subscription.v1 import subscription_pb2_grpc
 from meshharness import Allow, FreePorts, ServiceProcess, ServiceSpec, plan, start_mesh
 from meshharness import Mesh as ProcessMesh
 from tests.e2e.e2e_replicas_support import balanced, client_channel
-from tests.e2e.e2e_rlpx_support import START_DEADLINE_S, STOP_GRACE_S, _enode
+from tests.e2e.e2e_rlpx_support import (
+    START_DEADLINE_S,
+    STOP_GRACE_S,
+    _enode,
+    assert_clean_stop,
+    killed_by_test,
+)
 from tests.integration.edge_peer.edge_peer_support import relay_client
 from wakunode.memory import MemorySink
 
@@ -86,14 +92,9 @@ async def processes(tmp_path: Path) -> AsyncIterator[ProcessMesh]:
     try:
         yield mesh
     finally:
-        killed = {s.name for s in mesh.services if s.returncode is not None}  # by the test, on purpose
+        killed = killed_by_test(mesh)
         codes = await mesh.stop_async(STOP_GRACE_S)
-    bad = {name: code for name, code in codes.items() if code != 0 and name not in killed}
-    assert not bad, f"services exited non-zero on SIGTERM: {bad}"
-    noisy = mesh.unexpected(ALLOW)
-    assert not noisy, "unexpected WARNING/ERROR lines:\n" + "\n".join(
-        f"{name}: {line.text}" for name, lines in noisy.items() for line in lines
-    )
+    assert_clean_stop(mesh, codes, ALLOW, killed=killed)
 
 
 async def _subscribe(stub: subscription_pb2_grpc.SubscriptionServiceAsyncStub) -> str:

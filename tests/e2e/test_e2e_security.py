@@ -34,7 +34,7 @@ from mailmesh.send.v1 import send_pb2, send_pb2_grpc
 from mailmesh.subscription.v1 import subscription_pb2, subscription_pb2_grpc
 from meshharness import CATALOG, Allow, FreePorts, ServiceSpec, plan, start_mesh
 from meshharness import Mesh as ProcessMesh
-from tests.e2e.e2e_rlpx_support import START_DEADLINE_S, STOP_GRACE_S, _enode
+from tests.e2e.e2e_rlpx_support import START_DEADLINE_S, STOP_GRACE_S, _enode, assert_clean_stop
 from tests.integration.edge_peer.edge_peer_support import envelopes, relay_client
 from tests.security_support import MESH_NAME, Pki, TlsPaths
 from wakucodec.historyrequest import Dialect, HistoryRequest
@@ -117,13 +117,9 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
         yield Secured(processes, tls)
     finally:
         codes = processes.stop(STOP_GRACE_S)
-    assert not {n: c for n, c in codes.items() if c != 0}, f"services exited non-zero on SIGTERM: {codes}"
     # gRPC's C core reports the plaintext probe of test_health_is_open_but_only_over_mutual_tls on stderr.
-    noisy = processes.unexpected(
-        [Allow(r"ssl_transport_security.*Handshake failed with error SSL_ERROR_SSL")]
-    )
-    assert not noisy, "unexpected WARNING/ERROR lines:\n" + "\n".join(
-        f"{name}: {line.text}" for name, lines in noisy.items() for line in lines
+    assert_clean_stop(
+        processes, codes, [Allow(r"ssl_transport_security.*Handshake failed with error SSL_ERROR_SSL")]
     )
 
 

@@ -31,7 +31,7 @@ from mailmesh.subscription.v1 import subscription_pb2_grpc
 from meshharness import FreePorts, ServiceProcess, ServiceSpec, plan, start_mesh
 from meshharness import Mesh as ProcessMesh
 from msgapi.config import RESERVED_SUBSCRIPTION_ID
-from tests.e2e.e2e_rlpx_support import START_DEADLINE_S, STOP_GRACE_S, _enode
+from tests.e2e.e2e_rlpx_support import START_DEADLINE_S, STOP_GRACE_S, _enode, assert_clean_stop
 from tests.integration.edge_peer.edge_peer_support import envelopes, relay_client
 from wakunode.memory import MemorySink
 
@@ -82,11 +82,7 @@ async def processes(tmp_path: Path) -> AsyncIterator[ProcessMesh]:
         yield mesh
     finally:
         codes = await mesh.stop_async(STOP_GRACE_S)
-    assert not {n: c for n, c in codes.items() if c != 0}, f"services exited non-zero on SIGTERM: {codes}"
-    noisy = mesh.unexpected(())
-    assert not noisy, "unexpected WARNING/ERROR lines:\n" + "\n".join(
-        f"{name}: {line.text}" for name, lines in noisy.items() for line in lines
-    )
+    assert_clean_stop(mesh, codes)
 
 
 async def subscribe(stub: subscription_pb2_grpc.SubscriptionServiceAsyncStub, topic: str = BRIDGED) -> str:

@@ -27,7 +27,13 @@ from mailmesh.subscription.v1 import subscription_pb2 as pb
 from mailmesh.subscription.v1 import subscription_pb2_grpc
 from meshharness import ENV_PREFIXES, Allow, FreePorts, ServiceProcess, ServiceSpec, plan, spawn, start_mesh
 from meshharness import Mesh as ProcessMesh
-from tests.e2e.e2e_rlpx_support import START_DEADLINE_S, STOP_GRACE_S, _enode
+from tests.e2e.e2e_rlpx_support import (
+    START_DEADLINE_S,
+    STOP_GRACE_S,
+    _enode,
+    assert_clean_stop,
+    killed_by_test,
+)
 from tests.integration.edge_peer.edge_peer_support import envelopes, relay_client
 
 TOPIC = b"\x0e\x0f\x10\x11"
@@ -97,14 +103,9 @@ async def running_mesh(
     try:
         yield mesh
     finally:
-        killed = {s.name for s in mesh.services if s.returncode is not None}  # by the test, on purpose
+        killed = killed_by_test(mesh)
         codes = await mesh.stop_async(STOP_GRACE_S)
-    bad = {name: code for name, code in codes.items() if code != 0 and name not in killed}
-    assert not bad, f"services exited non-zero on SIGTERM: {bad}"
-    noisy = mesh.unexpected(allow)
-    assert not noisy, "unexpected WARNING/ERROR lines:\n" + "\n".join(
-        f"{name}: {line.text}" for name, lines in noisy.items() for line in lines
-    )
+    assert_clean_stop(mesh, codes, allow, killed=killed)
 
 
 def stub(service: ServiceProcess) -> subscription_pb2_grpc.SubscriptionServiceAsyncStub:

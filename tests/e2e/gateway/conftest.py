@@ -7,7 +7,7 @@ WARNING/ERROR line."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +16,7 @@ import pytest
 
 from meshharness import FreePorts, ServiceSpec, plan, start_mesh
 from meshharness import Mesh as ProcessMesh
-from tests.e2e.e2e_rlpx_support import START_DEADLINE_S, STOP_GRACE_S, _enode
+from tests.e2e.e2e_rlpx_support import START_DEADLINE_S, STOP_GRACE_S, _enode, assert_clean_stop
 
 #: A content topic bridged to a 4-byte Waku v1 topic, monitored from start-up (MSGAPI_CONFIRM_CONTENT_TOPICS).
 CONFIRMED = "/waku/1/0x0e0f1013/rfc26"
@@ -31,12 +31,13 @@ class GatewayMesh:
     enode: str
 
 
-def _ready(url: str) -> None:
+def ready(url: str, headers: Mapping[str, str] | None = None) -> None:
     """Every service SERVING is not yet every answer: the health service has a status once it evaluated,
     and the subscription service takes Subscribe once it holds the writer lease (503 until then). Wait for
-    both, so no test (Schemathesis's "no 5xx" least of all) sees the start-up."""
+    both, so no test (Schemathesis's "no 5xx" least of all) sees the start-up. ``headers``: e.g. the client's
+    bearer token when auth is on."""
     deadline = time.monotonic() + START_DEADLINE_S
-    with httpx.Client(base_url=url, timeout=10) as client:
+    with httpx.Client(base_url=url, timeout=10, headers=headers) as client:
         while True:
             health = client.get("/health")
             subscribed = client.post("/subscribe", json={"contentTopic": "/mailmesh/1/ready/proto"})
@@ -85,12 +86,8 @@ def gateway_mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayMe
     try:
         gateway = mesh.get("gateway")
         url = f"http://127.0.0.1:{gateway.spec.env['GATEWAY_HTTP_PORT']}"
-        _ready(url)
+        ready(url)
         yield GatewayMesh(mesh, url, _enode(mesh.get("edge_peer")))
     finally:
         codes = mesh.stop(STOP_GRACE_S)
-    assert not {n: c for n, c in codes.items() if c != 0}, f"services exited non-zero on SIGTERM: {codes}"
-    noisy = mesh.unexpected(())
-    assert not noisy, "unexpected WARNING/ERROR lines:\n" + "\n".join(
-        f"{name}: {line.text}" for name, lines in noisy.items() for line in lines
-    )
+    assert_clean_stop(mesh, codes)

@@ -21,7 +21,8 @@ import pytest
 from mailmesh.send.v1 import send_pb2, send_pb2_grpc
 from meshharness import FreePorts, ServiceSpec, plan, start_mesh
 from meshharness import Mesh as ProcessMesh
-from tests.e2e.e2e_rlpx_support import START_DEADLINE_S, STOP_GRACE_S
+from tests.e2e.e2e_rlpx_support import START_DEADLINE_S, STOP_GRACE_S, assert_clean_stop
+from tests.e2e.gateway.conftest import ready
 from tests.security_support import MESH_NAME, Pki, TlsPaths
 
 CLIENT_TOKEN = "rest-client-tok-5e0a7c3f91b2"
@@ -38,21 +39,6 @@ class Secured:
     processes: ProcessMesh
     tls: TlsPaths
     url: str
-
-
-def _ready(url: str) -> None:
-    """Wait until health has a status and the subscription service takes Subscribe (503 until it holds the
-    writer lease), as the gateway conftest does, with the client token."""
-    deadline = time.monotonic() + START_DEADLINE_S
-    with httpx.Client(base_url=url, timeout=10, headers=AUTH) as client:
-        while True:
-            health = client.get("/health")
-            subscribed = client.post("/subscribe", json={"contentTopic": "/mailmesh/1/ready/proto"})
-            if health.status_code == 200 and subscribed.status_code == 200:
-                client.post("/unsubscribe", json={"subscriptionId": subscribed.json()["subscriptionId"]})
-                return
-            assert time.monotonic() < deadline, f"gateway not ready: {health.text} {subscribed.text}"
-            time.sleep(0.1)  # retry interval of a refused call, not a synchronisation
 
 
 @pytest.fixture(scope="module")
@@ -85,15 +71,11 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     processes = start_mesh(specs, timeout=3 * START_DEADLINE_S, log_dir=state / "logs")
     try:
         url = f"http://127.0.0.1:{processes.get('gateway').spec.env['GATEWAY_HTTP_PORT']}"
-        _ready(url)
+        ready(url, AUTH)  # the conftest's wait, with the client token
         yield Secured(processes, tls, url)
     finally:
         codes = processes.stop(STOP_GRACE_S)
-    assert not {n: c for n, c in codes.items() if c != 0}, f"services exited non-zero on SIGTERM: {codes}"
-    noisy = processes.unexpected(())
-    assert not noisy, "unexpected WARNING/ERROR lines:\n" + "\n".join(
-        f"{name}: {line.text}" for name, lines in noisy.items() for line in lines
-    )
+    assert_clean_stop(processes, codes)
 
 
 def test_a_client_token_goes_through_the_secured_services(secured: Secured) -> None:
