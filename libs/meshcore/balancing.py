@@ -36,6 +36,7 @@ __all__ = [
     "channel_target",
     "client_keepalive_options",
     "current_keepalive",
+    "server_age_options",
     "server_keepalive_options",
     "set_keepalive",
 ]
@@ -111,3 +112,17 @@ def server_keepalive_options(keepalive: Keepalive | None = None) -> list[tuple[s
         ("grpc.keepalive_timeout_ms", int(k.timeout_s * 1000)),
         ("grpc.http2.ping_timeout_ms", int(k.timeout_s * 1000)),
     ]
+
+
+def server_age_options(max_age_s: float) -> list[tuple[str, Any]]:
+    """Server arguments for a maximum connection age (gRFC A9; none when ``max_age_s`` is 0).
+
+    A client balancing over a DNS name (a headless Service) resolves it again only when a connection ends,
+    so without an age it never learns of replicas added after it connected, and a scaled-up Deployment's
+    new pods take no calls from the old clients. The grace stays gRPC's default (unbounded): the GOAWAY
+    only stops new calls on the connection, so long streams (WatchHealth, StreamEvents,
+    WatchSendStatuses) are never cut by it.
+    """
+    if max_age_s <= 0:
+        return []
+    return [("grpc.max_connection_age_ms", int(max_age_s * 1000))]

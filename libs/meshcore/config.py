@@ -403,6 +403,14 @@ class RuntimeConfig:
         doc="A connection whose ping is not answered within this many seconds is dropped and its calls "
         "fail UNAVAILABLE (a replica that went silent leaves the round-robin).",
     )
+    grpc_max_connection_age_s: float = setting(
+        "MAILMESH_GRPC_MAX_CONNECTION_AGE_SECONDS",
+        parse_duration(0, 86400),
+        default="300",
+        doc="A server sends GOAWAY on a client connection this old (gRPC adds ±10 % jitter), so clients "
+        "reconnect, re-resolve DNS names and spread calls over replicas added since; calls and streams open "
+        "on it finish first. 0 = never.",
+    )
     otlp_endpoint: str = setting(
         "OTEL_EXPORTER_OTLP_ENDPOINT",
         parse_url(allow_empty=True),

@@ -42,7 +42,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from meshcore.auth import AuthInterceptor, TlsOnlyInterceptor, load_tokens
-from meshcore.balancing import Keepalive, server_keepalive_options, set_keepalive
+from meshcore.balancing import Keepalive, server_age_options, server_keepalive_options, set_keepalive
 from meshcore.config import ConfigError, RuntimeConfig
 from meshcore.interceptors import MeshServerInterceptor
 from meshcore.logging import setup_logging
@@ -141,6 +141,7 @@ def build_server(
             ("grpc.max_receive_message_length", runtime.max_message_bytes),
             ("grpc.max_send_message_length", runtime.max_message_bytes),
             *server_keepalive_options(_keepalive(runtime)),
+            *server_age_options(runtime.grpc_max_connection_age_s),
             *options,
         ],
         maximum_concurrent_rpcs=runtime.max_concurrent_rpcs or None,

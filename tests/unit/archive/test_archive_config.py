@@ -49,6 +49,7 @@ def test_every_variable_is_prefixed_and_documented() -> None:
         "MAILMESH_LOG_FORMAT",
         "MAILMESH_GRPC_KEEPALIVE_SECONDS",
         "MAILMESH_GRPC_KEEPALIVE_TIMEOUT_SECONDS",
+        "MAILMESH_GRPC_MAX_CONNECTION_AGE_SECONDS",
         "OTEL_EXPORTER_OTLP_ENDPOINT",
         *(f"MAILMESH_TLS_{part}" for part in ("CERT", "KEY", "CA", "SERVER_NAME")),
         "MAILMESH_AUTH",

@@ -15,13 +15,14 @@ from meshcore.balancing import (
     Keepalive,
     channel_target,
     current_keepalive,
+    server_age_options,
     set_keepalive,
 )
 from meshcore.clients import make_channel
 from meshcore.parsers import parse_grpc_target
 from meshcore.server import MeshServer, build_server
 from meshharness.faultproxy import FaultProxy
-from tests.unit.meshcore.support import SERVICE, RawService, runtime_for_tests, unary
+from tests.unit.meshcore.support import SERVICE, RawService, identity, method, runtime_for_tests, unary
 
 FAST = Keepalive(time_s=0.2, timeout_s=0.3)  # what the tests' servers and clients agree on
 
@@ -156,3 +157,35 @@ async def test_servers_accept_the_keepalive_pings_of_idle_channels(
             assert await unary(channel, "Echo")(b"hi") == b"hi"
     finally:
         await proxy.close()
+
+
+async def test_an_old_connection_is_replaced_and_its_open_stream_lives_on() -> None:
+    # A client balancing over a DNS name re-resolves only when a connection ends: the server's maximum
+    # connection age is what makes old clients find replicas added since (gRFC A9).
+    service = RawService()
+    runtime = runtime_for_tests(grpc_max_connection_age_s=0.3)
+    server = build_server(runtime, [service.registration()], registry=CollectorRegistry())
+    await server.start()
+    proxy = await FaultProxy(f"127.0.0.1:{server.port}").start()
+    try:
+        async with _echo_channel(proxy.address) as channel:
+            chat = channel.stream_stream(method("Chat"), identity, identity)()
+            await chat.write(b"before")
+            assert await chat.read() == b"BEFORE"
+            async with asyncio.timeout(60):
+                while proxy.stats.connections < 2:  # GOAWAY after ~0.3 s: the channel reconnects
+                    assert await unary(channel, "Echo")(b"hi") == b"hi"  # and no call fails meanwhile
+            # The stream opened on the old connection was not cut by its GOAWAY (unbounded grace).
+            await chat.write(b"after")
+            assert await chat.read() == b"AFTER"
+            await chat.done_writing()
+            assert await chat.code() is grpc.StatusCode.OK
+    finally:
+        await proxy.close()
+        await server.stop(grace=0)
+
+
+def test_the_connection_age_defaults_to_five_minutes_and_can_be_turned_off() -> None:
+    assert runtime_for_tests().grpc_max_connection_age_s == 300
+    assert server_age_options(300) == [("grpc.max_connection_age_ms", 300_000)]
+    assert server_age_options(0) == []

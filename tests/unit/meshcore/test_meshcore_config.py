@@ -147,7 +147,8 @@ def test_describe_lists_every_variable_with_default_and_doc() -> None:
     assert by_env["ARCHIVE_CURSOR_KEY"].default is None  # required
     assert by_env["ARCHIVE_RETENTION"] == ("ARCHIVE_RETENTION", "30d", "Retention in seconds.")
     assert by_env["MAILMESH_GRPC_KEEPALIVE_SECONDS"].default == "10"
-    assert len(rows) == len(by_env) == 13 + 11 + 7  # RuntimeConfig, its SecurityConfig, own
+    assert by_env["MAILMESH_GRPC_MAX_CONNECTION_AGE_SECONDS"].default == "300"
+    assert len(rows) == len(by_env) == 14 + 11 + 7  # RuntimeConfig, its SecurityConfig, own
     table = describe_markdown(ArchiveConfig)
     assert "| `ARCHIVE_CURSOR_KEY` | *(required)* | HMAC key for cursors, 32 bytes hex. |" in table
 
