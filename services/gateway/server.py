@@ -96,7 +96,11 @@ class HttpServer:
         """Bind, listen, serve in a task."""
         cfg = self._cfg
         family = socket.AF_INET6 if ":" in cfg.http_host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        # IPPROTO_TCP, not the default 0: asyncio disables Nagle on an accepted connection only when the
+        # socket says it is TCP (base_events._set_nodelay checks ``sock.proto``), and accepted sockets inherit
+        # the listener's. With Nagle on, an answer written as head + body waits for the client's delayed ACK
+        # of the head on a keep-alive connection: 40 ms added to long polls, /health and SSE frames.
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((cfg.http_host.strip("[]"), cfg.http_port))
@@ -129,6 +133,13 @@ class HttpServer:
     def connections(self) -> int:
         """HTTP connections open now (uvicorn's count; a connection leaves it when its client closes)."""
         return len(self._server.server_state.connections) if self._server is not None else 0
+
+    def connection_sockets(self) -> list[socket.socket]:
+        """The sockets of the HTTP connections open now (their options, for tests and diagnostics)."""
+        if self._server is None:
+            return []
+        found = (c.transport.get_extra_info("socket") for c in self._server.server_state.connections)
+        return [sock for sock in found if sock is not None]
 
     async def stop(self) -> None:
         """Stop accepting, let requests in flight finish (uvicorn's graceful shutdown), return when done."""
