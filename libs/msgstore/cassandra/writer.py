@@ -56,6 +56,7 @@ __all__ = ["BATCH_BYTES", "CassandraRecordWriter"]
 
 #: Budget of one LOGGED batch, estimated from its values: well below the 50 KiB fail threshold.
 BATCH_BYTES = 24 * 1024
+_GROUP = 50  # listing partitions per recount read (an IN over the partition key)
 Stmt = tuple[str, tuple[Any, ...]]
 Slot = tuple[str, str, int]  # (listing kind, key, bucket)
 _LISTING = {
@@ -130,16 +131,30 @@ class CassandraRecordWriter:
         expiry = self._settings.record_expiry(created_at)
         return 0 if expiry is None else max(1, int(expiry - now) + 1)
 
-    async def _recount(self, slot: Slot) -> int:
-        """The rows a listing bucket holds now: the base of this writer's count of it (see the module doc)."""
-        kind, key, bucket = slot
-        table, column = TABLES[kind]
-        rows = await self._cql.rows(
-            f"SELECT COUNT(*) FROM {{ks}}.{table} WHERE {column} = ? AND bucket = ?",
-            (key, bucket),
-            "count listing rows",
-        )
-        return int(rows[0][0]) if rows else 0
+    async def _recount(self, slots: set[Slot]) -> dict[Slot, int]:
+        """The rows these listing buckets hold now: the bases of this writer's counts (see the module doc);
+        ``_GROUP`` buckets of one kind and time bucket per read."""
+        keys: dict[tuple[str, int], list[str]] = {}
+        for kind, key, bucket in sorted(slots):
+            keys.setdefault((kind, bucket), []).append(key)
+        reads = [
+            (kind, bucket, names[i : i + _GROUP])
+            for (kind, bucket), names in keys.items()
+            for i in range(0, len(names), _GROUP)
+        ]
+
+        async def count(kind: str, bucket: int, names: list[str]) -> list[tuple[Slot, int]]:
+            table, column = TABLES[kind]
+            rows = await self._cql.rows(
+                f"SELECT {column}, COUNT(*) FROM {{ks}}.{table} WHERE {column} IN ? AND bucket = ? "
+                f"GROUP BY {column}, bucket",
+                (names, bucket),
+                "count listing rows",
+            )
+            return [((kind, key, bucket), int(n)) for key, n in rows]
+
+        found = dict(pair for part in await asyncio.gather(*(count(*r) for r in reads)) for pair in part)
+        return {slot: found.get(slot, 0) for slot in slots}
 
     def _record_rows(self, r: Record, prev: Record | None, now: float) -> tuple[list[Stmt], list[Slot]]:
         ttl = self._ttl(r.created_at, now)
@@ -182,8 +197,7 @@ class CassandraRecordWriter:
         """Every record's rows, one record never split, in LOGGED batches sent together; each listing
         bucket's new row count rides in the batch of the last record adding to it."""
         unknown = {slot for _, slots in units for slot in slots if slot not in self._counts}
-        bases = await asyncio.gather(*(self._recount(slot) for slot in unknown))
-        counts = {**self._counts, **dict(zip(unknown, bases, strict=True))}
+        counts = {**self._counts, **await self._recount(unknown)}
         last = {slot: i for i, (_, slots) in enumerate(units) for slot in slots}
         batches: list[list[Stmt]] = [[]]
         size = 0
