@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from msgstore.cassandra import outbox as outbox_module
 from msgstore.cassandra.schema import DATA_TABLES
 from msgstore.cassandra.store import CassandraMsgStore
 from msgstore.config import StoreConfig
@@ -20,7 +21,7 @@ from msgstore.factory import create_store
 from msgstore.protocol import MsgStore
 from msgstore.settings import StoreSettings
 from msgstore.sharding import DAY_S, day_of, shard_of
-from msgstore.types import SendState
+from msgstore.types import OutboxEntry, SendState
 from tests.integration.archive import cassandra_fixtures as cf
 from tests.integration.msgstore.contract import (
     SETTINGS,
@@ -260,3 +261,53 @@ async def test_the_open_request_watermark_follows_the_oldest_open_day(
         fresh.request_id
     ]
     assert watermark() == today - 1  # never past yesterday: another replica may be adding today
+
+
+@pytest.mark.parametrize("budget", [outbox_module.BATCH_BYTES, 1])
+async def test_one_shards_saves_share_a_batch_where_they_fit(
+    store: CassandraMsgStore,
+    cassandra_admin: Any,
+    cassandra_keyspace: str,
+    monkeypatch: pytest.MonkeyPatch,
+    budget: int,
+) -> None:
+    # A new request's QUEUED change and the SENDING one that starts its first attempt are saved together
+    # (the send engine's save_all): one round trip. Past the budget the saves split, numbered in order.
+    monkeypatch.setattr(outbox_module, "BATCH_BYTES", budget)
+    queued = [e for e in (entry(n, at=T0) for n in range(60)) if shard_of(e.request_id, SHARDS) == 0][:3]
+    for e in queued:
+        await store.outbox.add(e, now=T0)
+    lease = await shard_lease(store, 0)
+    cql = store._cql
+    assert cql is not None
+    batches: list[int] = []
+    real = cql.logged
+
+    async def counted(statements: Sequence[tuple[str, Sequence[Any]]], what: str) -> None:
+        batches.append(len(statements))
+        await real(statements, what)
+
+    monkeypatch.setattr(cql, "logged", counted)
+    steps = (SendState.SENDING, SendState.RETRY_WAIT, SendState.SENDING)  # the last state is not the largest
+    changes = []
+    for e in queued:
+        changes.append(e)
+        for state in steps:
+            changes.append(advanced(changes[-1], state, T0 + 1))
+    saved = await store.outbox.save_many([(c, lease) for c in changes], now=T0 + 1)
+    assert [s.sequence for s in saved if isinstance(s, OutboxEntry)] == list(range(1, 13))
+    assert len(batches) == (1 if budget > 1 else 12)
+    index = cf.admin_execute(
+        cassandra_admin,
+        f"SELECT request_id, state FROM {cassandra_keyspace}.outbox_open WHERE shard = 0 "
+        f"AND day = {day_of(T0)}",
+    )
+    # one write per row in a batch: two would share a timestamp, and the larger value would win
+    assert {rid: SendState(state) for rid, state in index} == {
+        e.request_id: SendState.SENDING for e in queued
+    }
+    for e in queued:
+        got = await store.outbox.get(e.request_id, now=T0 + 1)
+        assert got is not None and got.state is SendState.SENDING and got.progress.attempts == 3
+    page = await store.outbox.changes_after(b"", 100, now=T0 + 1)
+    assert [c.entry.state for c in page.changes] == [SendState.QUEUED, *steps] * 3
