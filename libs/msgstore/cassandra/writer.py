@@ -196,9 +196,9 @@ class CassandraRecordWriter:
     async def _write_records(self, units: list[tuple[list[Stmt], list[Slot]]], now: float) -> None:
         """Every record's rows, one record never split, in LOGGED batches sent together; each listing
         bucket's new row count rides in the batch of the last record adding to it."""
-        unknown = {slot for _, slots in units for slot in slots if slot not in self._counts}
-        counts = {**self._counts, **await self._recount(unknown)}
         last = {slot: i for i, (_, slots) in enumerate(units) for slot in slots}
+        counts = {slot: self._counts[slot] for slot in last if slot in self._counts}  # only this commit's
+        counts.update(await self._recount(set(last) - set(counts)))
         batches: list[list[Stmt]] = [[]]
         size = 0
         for i, (stmts, slots) in enumerate(units):
@@ -213,15 +213,14 @@ class CassandraRecordWriter:
             batches[-1] += rows
             size += unit_size
         check_lease(self.lease, self._settings.lease_margin, now)
-        touched = set(last)
         try:
             await self._cql.logged_many([b for b in batches if b], "commit records")
         except BaseException:
             # some batches may have applied: recount these buckets when next added to
-            for slot in touched:
+            for slot in last:
                 self._counts.pop(slot, None)
             raise
-        self._counts.update({slot: counts[slot] for slot in touched})
+        self._counts.update(counts)
 
     def _count_row(self, slot: Slot, rows: int, now: float) -> Stmt:
         kind, key, bucket = slot
