@@ -18,10 +18,11 @@ from msgstore.codec import decode_record
 from msgstore.paging import plan_reads
 from msgstore.types import Record
 
-__all__ = ["SUBSCRIPTION", "TOPIC", "Listings"]
+__all__ = ["SUBSCRIPTION", "TABLES", "TOPIC", "Listings"]
 
 TOPIC, SUBSCRIPTION = "t", "s"
-_TABLE = {
+#: Listing kind → (table, partition key column).
+TABLES = {
     TOPIC: ("records_by_topic", "content_topic"),
     SUBSCRIPTION: ("records_by_subscription", "subscription_id"),
 }
@@ -46,7 +47,7 @@ class Listings:
 
     async def page(self, kind: str, key: str, skip: int | None, take: int | None) -> list[Record]:
         """Rows ``[skip, skip + take)`` of a listing, as records."""
-        table, column = _TABLE[kind]
+        table, column = TABLES[kind]
         hashes: list[bytes] = []
         for read in plan_reads(await self.counts(kind, key), skip, take):
             cql = f"SELECT message_hash FROM {{ks}}.{table} WHERE {column} = ? AND bucket = ?"

@@ -12,7 +12,8 @@
 
 Fencing here is by the lease's expiry only (``check_lease`` with the safety margin): a conditional write
 per save would put a Paxos round on every attempt. A save is one LOGGED batch (document, index row, change,
-shard row), so a crash never leaves a change without its state or the reverse.
+shard row), so a crash never leaves a change without its state or the reverse; the saves of one shard in
+one ``save_many`` share a batch where they fit (a new request's QUEUED and SENDING changes: one round trip).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from msgstore.types import Lease, OutboxChange, OutboxChanges, OutboxEntry, Outb
 __all__ = ["CassandraOutbox"]
 
 CHANGE_BUCKET = 1024
+#: Budget of one save batch, estimated from its values: well below the 50 KiB ``batch_size_fail_threshold``.
+BATCH_BYTES = 24 * 1024
 _INDEX = (
     "INSERT INTO {ks}.outbox_open (shard, day, scheduled_at, request_id, open, state, content_topic) "
     "VALUES (?, ?, ?, ?, ?, ?, ?) USING TTL ?"
@@ -153,61 +156,104 @@ class CassandraOutbox:
 
     async def save(self, entry: OutboxEntry, lease: Lease, *, now: float) -> OutboxEntry:
         """Write the new state and its change in one logged batch."""
+        self._check(entry, lease, now)
+        return (await self._save_run(shard_of(entry.request_id, self.shards), lease, [entry], now))[0]
+
+    def _check(self, entry: OutboxEntry, lease: Lease, now: float) -> None:
         shard = shard_of(entry.request_id, self.shards)
         if lease.name != lease_name(shard):
             raise ValueError(f"request {entry.request_id} is in shard {shard}, not under lease {lease.name}")
         check_lease(lease, self._settings.lease_margin, now)
+
+    async def _save_run(
+        self, shard: int, lease: Lease, entries: Sequence[OutboxEntry], now: float
+    ) -> list[OutboxEntry]:
+        """Consecutive saves of one shard under one lease: LOGGED batches of at most :data:`BATCH_BYTES`,
+        one after the other, each holding its changes, the latest state of each request it touches (two
+        writes of one row in one batch share a timestamp, so the larger value, not the later, would win)
+        and the shard row."""
         key = (shard, lease.epoch)
         if key not in self._last_seq:
             self._last_seq[key], self._last_at[key], _ = await self._shard_meta(shard)
-        saved = dataclasses.replace(entry, sequence=self._last_seq[key] + 1)
         change_ttl = int(self._settings.change_retention) + 60
-        await self._cql.logged(
-            [
-                *self._rows(saved),
+        saved: list[OutboxEntry] = []
+        run: list[OutboxEntry] = []
+        changes: list[tuple[str, tuple[object, ...]]] = []
+        size = 0
+        for index, entry in enumerate(entries):
+            done = dataclasses.replace(entry, sequence=self._last_seq[key] + len(run) + 1)
+            body = encode_entry(done)
+            changes.append(
                 (
                     "INSERT INTO {ks}.outbox_changes (shard, bucket, seq, changed_at, prev_at, message_hash, "
                     "body) VALUES (?, ?, ?, ?, ?, ?, ?) USING TTL ?",
                     (
                         shard,
-                        saved.sequence // CHANGE_BUCKET,
-                        saved.sequence,
+                        done.sequence // CHANGE_BUCKET,
+                        done.sequence,
                         now,
-                        self._last_at.get(key),
-                        saved.message_hash,
-                        encode_entry(saved),
+                        now if run else self._last_at.get(key),
+                        done.message_hash,
+                        body,
                         change_ttl,
                     ),
-                ),
-                (
-                    "UPDATE {ks}.outbox_shards SET last_seq = ?, last_at = ? WHERE shard = ?",
-                    (saved.sequence, now, shard),
-                ),
-            ],
-            "save send request",
-        )
-        self._last_seq[key], self._last_at[key] = saved.sequence, now
+                )
+            )
+            run.append(done)
+            size += 2 * len(body) + 256
+            if size < BATCH_BYTES and index < len(entries) - 1:
+                continue
+            latest = {e.request_id: e for e in run}
+            await self._cql.logged(
+                [
+                    *(row for e in latest.values() for row in self._rows(e)),
+                    *changes,
+                    (
+                        "UPDATE {ks}.outbox_shards SET last_seq = ?, last_at = ? WHERE shard = ?",
+                        (run[-1].sequence, now, shard),
+                    ),
+                ],
+                "save send request",
+            )
+            self._last_seq[key], self._last_at[key] = run[-1].sequence, now
+            saved += run
+            run, changes, size = [], [], 0
         return saved
 
     async def save_many(
         self, items: Sequence[tuple[OutboxEntry, Lease]], *, now: float
     ) -> list[OutboxEntry | LeaseLost]:
-        """:meth:`save` for each (entry, lease): one shard's saves one after another, in order (each is
-        numbered from the one before), different shards concurrently."""
+        """:meth:`save` for each (entry, lease): one shard's saves in order (each numbered from the one
+        before) and together — one LOGGED batch where they fit, so a request's QUEUED and SENDING changes
+        are one round trip —, different shards concurrently."""
         by_shard: dict[int, list[int]] = {}
         for index, (entry, _) in enumerate(items):
             by_shard.setdefault(shard_of(entry.request_id, self.shards), []).append(index)
         out: list[OutboxEntry | LeaseLost | None] = [None] * len(items)
 
-        async def shard_saves(indexes: list[int]) -> None:
+        async def shard_saves(shard: int, indexes: list[int]) -> None:
+            run: list[int] = []  # consecutive saves under one lease epoch
+
+            async def flush() -> None:
+                saved = await self._save_run(shard, items[run[0]][1], [items[i][0] for i in run], now)
+                for i, done in zip(run, saved, strict=True):
+                    out[i] = done
+                run.clear()
+
             for index in indexes:
                 entry, lease = items[index]
                 try:
-                    out[index] = await self.save(entry, lease, now=now)
+                    self._check(entry, lease, now)
                 except LeaseLost as err:
                     out[index] = err
+                    continue
+                if run and items[run[0]][1].epoch != lease.epoch:
+                    await flush()
+                run.append(index)
+            if run:
+                await flush()
 
-        await asyncio.gather(*(shard_saves(indexes) for indexes in by_shard.values()))
+        await asyncio.gather(*(shard_saves(shard, indexes) for shard, indexes in by_shard.items()))
         return [o for o in out if o is not None]
 
     async def _shard_meta(self, shard: int) -> tuple[int, float | None, int | None]:

@@ -32,7 +32,7 @@ class Payloads:
 
     async def put(self, items: Sequence[tuple[bytes, bytes]]) -> None:
         """Store (hash, payload) pairs."""
-        await self._cql.execute(
+        await self._cql.execute_grouped(
             [
                 (
                     "INSERT INTO {ks}.payloads (message_hash, payload) VALUES (?, ?) USING TTL ?",

@@ -13,15 +13,17 @@ from typing import Any
 
 from cassandra import ConsistencyLevel
 from cassandra.cluster import Session
-from cassandra.query import BatchStatement, BatchType, PreparedStatement
+from cassandra.query import BatchStatement, BatchType, PreparedStatement, Statement
 
-from dbkit.cassandra.bridge import Bridge
+from dbkit.cassandra.bridge import Bridge, unlogged_batch
 from dbkit.errors import DbError, DbUnavailable
 from msgstore.errors import MsgStoreError, StoreUnavailable
 
-__all__ = ["Cql", "translate"]
+__all__ = ["PER_BATCH", "Cql", "translate"]
 
 Params = Sequence[Any]
+#: Partitions per UNLOGGED batch: Cassandra's ``unlogged_batch_across_partitions_warn_threshold`` (10).
+PER_BATCH = 10
 
 
 def translate(err: DbError, what: str) -> MsgStoreError:
@@ -83,11 +85,39 @@ class Cql:
 
     async def logged(self, statements: Sequence[tuple[str, Params]], what: str) -> None:
         """Apply writes to several partitions atomically: all or none, eventually (a LOGGED batch)."""
-        batch = BatchStatement(batch_type=BatchType.LOGGED)
+        await self.logged_many([statements], what)
+
+    async def execute_grouped(self, statements: Sequence[tuple[str, Params]], what: str) -> None:
+        """Run single-row writes of distinct partitions concurrently, packed into UNLOGGED batches of at most
+        :data:`PER_BATCH` rows whose partitions share a replica set (the token-aware coordinator then owns
+        every row: no fan-out); idempotent upserts only, as an unlogged batch is not atomic."""
+        groups: dict[tuple[str, ...], list[Statement]] = {}
         for cql, params in statements:
-            batch.add(await self.prepare(cql), params)
+            bound = (await self.prepare(cql)).bind(params)
+            groups.setdefault(self._replicas(bound), []).append(bound)
+        batches = [
+            unlogged_batch(g[i : i + PER_BATCH]) for g in groups.values() for i in range(0, len(g), PER_BATCH)
+        ]
         try:
-            await self.bridge.execute_all([batch], what=what)
+            await self.bridge.execute_all(batches, what=what)
+        except DbError as err:
+            raise translate(err, what) from err
+
+    def _replicas(self, stmt: Statement) -> tuple[str, ...]:
+        hosts = self.session.cluster.metadata.get_replicas(self.keyspace, stmt.routing_key)
+        return tuple(sorted(str(h.endpoint) for h in hosts))
+
+    async def logged_many(self, batches: Sequence[Sequence[tuple[str, Params]]], what: str) -> None:
+        """Several LOGGED batches at once (within the bridge's in-flight bound), each atomic on its own;
+        returns once all are acknowledged, or raises the first failure (others may have applied)."""
+        built = []
+        for statements in batches:
+            batch = BatchStatement(batch_type=BatchType.LOGGED)
+            for cql, params in statements:
+                batch.add(await self.prepare(cql), params)
+            built.append(batch)
+        try:
+            await self.bridge.execute_all(built, what=what)
         except DbError as err:
             raise translate(err, what) from err
 

@@ -1,22 +1,38 @@
-"""The single records writer on Cassandra: a commit as LOGGED batches, records before their events.
+"""The single records writer on Cassandra: a commit's records in LOGGED batches sent at once, then its events.
 
-A commit's statements go in order — each record's rows (document, request-id row, envelope-index row, new
-listing rows), then the events in sequence order, then this epoch's head row and the positions of the
-inputs the commit covers — packed into LOGGED batches of at most :data:`BATCH_BYTES` (Cassandra refuses
-batches above ``batch_size_fail_threshold``, 50 KiB by default in ``cassandra.yaml``; the warning threshold
-is lower). A record's rows never straddle two batches, and the row counts of the listing buckets a batch
-adds to travel in that batch, so counts and listing rows change together. Batches are sent one after the
-other, each once the previous one was acknowledged, so across batches an event is never visible before
-the record state it reports. Inside one batch Cassandra applies the partitions in no particular order
-(atomic, not isolated): a reader may see the head row, or a later event, before an event of the same
-batch; every event therefore carries its predecessor's time and the head row its last event's, and
-readers stop before such an event instead of reporting a gap (:mod:`msgstore.replay`). A typical commit
-(one record, a few events) is one batch, atomic as a whole; a crash between the batches of a large commit
-leaves record states whose events were not written — the caller's retry (idempotent upserts) writes them
-under new sequences.
+A commit goes in three steps, each started once the previous one was acknowledged:
 
-Payloads go first, outside the batches (:mod:`msgstore.cassandra.payloads`). Fencing: see
-:mod:`msgstore.cassandra.records`.
+1. the payloads of new records (:mod:`msgstore.cassandra.payloads`), outside the batches, idempotent;
+2. the records: each record's rows — document, request-id row, envelope-index row, new listing rows —
+   in one LOGGED batch (a record's rows never straddle two batches), batches of at most
+   :data:`BATCH_BYTES` (Cassandra refuses batches above ``batch_size_fail_threshold``, 50 KiB by default in
+   ``cassandra.yaml``), all sent at once within the bridge's in-flight bound. The records are independent
+   of each other, so the order in which these batches land does not matter; one after the other they ran at
+   ~70 ms each, 150–280 records/s (docs/benchmarks.md "messaging");
+3. the events in sequence order, then this epoch's head row and the positions of the inputs the commit
+   covers, in LOGGED batches one after the other as before: no event is visible before the record state it
+   reports, and the positions never run ahead of the data.
+
+Inside one batch Cassandra applies the partitions in no particular order (atomic, not isolated): a reader
+may see the head row, or a later event, before an event of the same batch; every event therefore carries
+its predecessor's time and the head row its last event's, and readers stop before such an event instead of
+reporting a gap (:mod:`msgstore.replay`). A typical commit (one record, a few events) is one batch of
+records and one of events — two round trips where it used to be one batch, in which a reader could see an
+event before its record's document; now it never can. A crash between the steps leaves record states whose
+events were not written — the caller's retry (idempotent upserts) writes them under new sequences.
+
+**Bucket counts** (``record_buckets``, the rows per listing bucket that skip/take plans from) are absolute
+values kept by this writer: each bucket's new count rides in the batch of the commit's last record adding to
+it, so it changes atomically with that record's rows. A record counts as new in a bucket when its previous
+document (read at the start of the commit) did not list it there, so a count is exact only if it moves with
+the rows it counts. When step 2 fails, some batches may have applied (a timeout may still apply) while a
+count's batch did not, or the reverse; a restarted writer cannot know which. So the writer never trusts a
+stored count: the first time it adds to a bucket — as a new writer, or again after a failed commit — it
+counts the bucket's rows (``SELECT COUNT(*)`` of the one listing partition, before writing), and from there
+on adds what it writes. A record whose batch did not apply has no document, so the caller's retry adds it
+again and the count ends exact (tests/integration/msgstore ``test_bucket_counts_survive_…``).
+
+Fencing: see :mod:`msgstore.cassandra.records`.
 """
 
 from __future__ import annotations
@@ -27,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from msgstore.allocation import StoredEvent, allocate
-from msgstore.cassandra.listings import SUBSCRIPTION, TOPIC, Listings
+from msgstore.cassandra.listings import SUBSCRIPTION, TABLES, TOPIC, Listings
 from msgstore.cassandra.payloads import Payloads
 from msgstore.cassandra.session import Cql
 from msgstore.codec import encode_health, encode_record, encode_subscription
@@ -40,6 +56,7 @@ __all__ = ["BATCH_BYTES", "CassandraRecordWriter"]
 
 #: Budget of one LOGGED batch, estimated from its values: well below the 50 KiB fail threshold.
 BATCH_BYTES = 24 * 1024
+_GROUP = 50  # listing partitions per recount read (an IN over the partition key)
 Stmt = tuple[str, tuple[Any, ...]]
 Slot = tuple[str, str, int]  # (listing kind, key, bucket)
 _LISTING = {
@@ -114,15 +131,30 @@ class CassandraRecordWriter:
         expiry = self._settings.record_expiry(created_at)
         return 0 if expiry is None else max(1, int(expiry - now) + 1)
 
-    async def _count(self, slot: Slot) -> int:
-        if slot not in self._counts:
+    async def _recount(self, slots: set[Slot]) -> dict[Slot, int]:
+        """The rows these listing buckets hold now: the bases of this writer's counts (see the module doc);
+        ``_GROUP`` buckets of one kind and time bucket per read."""
+        keys: dict[tuple[str, int], list[str]] = {}
+        for kind, key, bucket in sorted(slots):
+            keys.setdefault((kind, bucket), []).append(key)
+        reads = [
+            (kind, bucket, names[i : i + _GROUP])
+            for (kind, bucket), names in keys.items()
+            for i in range(0, len(names), _GROUP)
+        ]
+
+        async def count(kind: str, bucket: int, names: list[str]) -> list[tuple[Slot, int]]:
+            table, column = TABLES[kind]
             rows = await self._cql.rows(
-                "SELECT rows FROM {ks}.record_buckets WHERE kind = ? AND key = ? AND bucket = ?",
-                slot,
-                "read count",
+                f"SELECT {column}, COUNT(*) FROM {{ks}}.{table} WHERE {column} IN ? AND bucket = ? "
+                f"GROUP BY {column}, bucket",
+                (names, bucket),
+                "count listing rows",
             )
-            self._counts[slot] = (rows[0][0] or 0) if rows else 0
-        return self._counts[slot]
+            return [((kind, key, bucket), int(n)) for key, n in rows]
+
+        found = dict(pair for part in await asyncio.gather(*(count(*r) for r in reads)) for pair in part)
+        return {slot: found.get(slot, 0) for slot in slots}
 
     def _record_rows(self, r: Record, prev: Record | None, now: float) -> tuple[list[Stmt], list[Slot]]:
         ttl = self._ttl(r.created_at, now)
@@ -156,23 +188,47 @@ class CassandraRecordWriter:
         stmts += [(_LISTING[kind], (key, bucket, r.created_at, r.message_hash, ttl)) for kind, key in new]
         return stmts, [(kind, key, bucket) for kind, key in new]
 
-    async def _flush(self, stmts: list[Stmt], slots: list[Slot], now: float) -> None:
+    async def _flush(self, stmts: list[Stmt], now: float) -> None:
         check_lease(self.lease, self._settings.lease_margin, now)  # before every batch, not only the first
-        counts: dict[Slot, int] = {}
-        for slot in slots:
-            counts[slot] = counts.get(slot, await self._count(slot)) + 1
-        for (kind, key, bucket), rows in counts.items():
-            end = (bucket + 1) * self._settings.record_bucket
-            stmts.append(
-                (
-                    "INSERT INTO {ks}.record_buckets (kind, key, bucket, rows) "
-                    "VALUES (?, ?, ?, ?) USING TTL ?",
-                    (kind, key, bucket, rows, self._ttl(end, now)),
-                )
-            )
         if stmts:
             await self._cql.logged(stmts, "commit records")
+
+    async def _write_records(self, units: list[tuple[list[Stmt], list[Slot]]], now: float) -> None:
+        """Every record's rows, one record never split, in LOGGED batches sent together; each listing
+        bucket's new row count rides in the batch of the last record adding to it."""
+        last = {slot: i for i, (_, slots) in enumerate(units) for slot in slots}
+        counts = {slot: self._counts[slot] for slot in last if slot in self._counts}  # only this commit's
+        counts.update(await self._recount(set(last) - set(counts)))
+        batches: list[list[Stmt]] = [[]]
+        size = 0
+        for i, (stmts, slots) in enumerate(units):
+            for slot in slots:
+                counts[slot] += 1
+            mine = [slot for slot in dict.fromkeys(slots) if last[slot] == i]
+            rows = stmts + [self._count_row(slot, counts[slot], now) for slot in mine]
+            unit_size = sum(_size(s) for s in rows)
+            if batches[-1] and size + unit_size > BATCH_BYTES:
+                batches.append([])
+                size = 0
+            batches[-1] += rows
+            size += unit_size
+        check_lease(self.lease, self._settings.lease_margin, now)
+        try:
+            await self._cql.logged_many([b for b in batches if b], "commit records")
+        except BaseException:
+            # some batches may have applied: recount these buckets when next added to
+            for slot in last:
+                self._counts.pop(slot, None)
+            raise
         self._counts.update(counts)
+
+    def _count_row(self, slot: Slot, rows: int, now: float) -> Stmt:
+        kind, key, bucket = slot
+        end = (bucket + 1) * self._settings.record_bucket
+        return (
+            "INSERT INTO {ks}.record_buckets (kind, key, bucket, rows) VALUES (?, ?, ?, ?) USING TTL ?",
+            (kind, key, bucket, rows, self._ttl(end, now)),
+        )
 
     async def commit(
         self,
@@ -190,7 +246,7 @@ class CassandraRecordWriter:
             for name, value in (positions or {}).items()
         ]
         if not records and not events:
-            await self._flush(position_rows, [], now)
+            await self._flush(position_rows, now)
             return Committed([], [])
         previous = await self._listings.records([r.message_hash for r in records], payloads=False)
         before = {r.message_hash: r for r in previous}
@@ -212,15 +268,13 @@ class CassandraRecordWriter:
         await self._payloads.put(
             [(r.message_hash, r.message.payload) for r in plan.records if r.message_hash not in before]
         )
-        units: list[tuple[list[Stmt], list[Slot]]] = [
-            self._record_rows(r, before.get(r.message_hash), now) for r in plan.records
-        ]
-        # the row counts of every listing bucket this commit adds to, read at once rather than one round
-        # trip per bucket as the batches are packed (seeding 1 M records: ~100 → see docs/benchmarks.md)
-        unknown = {slot for _, unit_slots in units for slot in unit_slots if slot not in self._counts}
-        await asyncio.gather(*(self._count(slot) for slot in unknown))
+        await self._write_records(
+            [self._record_rows(r, before.get(r.message_hash), now) for r in plan.records], now
+        )
+        # then, once every record row is acknowledged, the events in order and the tail: one batch after
+        # the other, so no event is visible before the record state it reports
         event_ttl = int(self._settings.event_retention) + 60
-        units += [([_event_row(stored, event_ttl)], []) for stored in plan.events]
+        units = [[_event_row(stored, event_ttl)] for stored in plan.events]
         tail: list[Stmt] = [
             ("INSERT INTO {ks}.event_buckets (part, bucket) VALUES (0, ?) USING TTL ?", (b, event_ttl))
             for b in sorted({bucket_of(s.event.sequence) for s in plan.events})
@@ -232,19 +286,17 @@ class CassandraRecordWriter:
                 (self.lease.epoch, plan.next_sequence - 1, plan.last_event, plan.last_event_at),
             )
         )
-        units.append((tail + position_rows, []))
+        units.append(tail + position_rows)
         batch: list[Stmt] = []
-        slots: list[Slot] = []
         size = 0
-        for stmts, unit_slots in units:
-            unit_size = sum(_size(s) for s in stmts) + 96 * len(unit_slots)
+        for stmts in units:
+            unit_size = sum(_size(s) for s in stmts)
             if batch and size + unit_size > BATCH_BYTES:
-                await self._flush(batch, slots, now)
-                batch, slots, size = [], [], 0
+                await self._flush(batch, now)
+                batch, size = [], 0
             batch += stmts
-            slots += unit_slots
             size += unit_size
-        await self._flush(batch, slots, now)
+        await self._flush(batch, now)
         self._next, self._last_event = plan.next_sequence, plan.last_event
         self._last_event_at = plan.last_event_at
         return Committed(plan.records, [s.event for s in plan.events])

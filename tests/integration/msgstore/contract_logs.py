@@ -57,6 +57,12 @@ class LogContract:
             page = await store.records.events_after(after, 100, now=now)
             assert not isinstance(page, Gap), f"a gap believed after {after} while a commit was half written"
             assert all(e.sequence > after for e in page)
+            for e in page:  # an event is visible only with the record state it reports
+                assert e.record is not None
+                stored = await store.records.get(e.record.message_hash)
+                assert stored is not None and stored.revision >= e.record.revision, "event before its data"
+                listed = await store.records.list_by_topic(e.record.message.content_topic, None, None)
+                assert e.record.message_hash in [x.message_hash for x in listed], "event before its listing"
             events.extend(e.sequence for e in page)
             after = page[-1].sequence if page else after
             got = await store.outbox.changes_after(position, 100, now=now)
