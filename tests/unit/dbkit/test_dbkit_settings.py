@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,7 @@ from msgstore.config import PREFIX
 from msgstore.config import StoreConfig as MessagingConfig
 from msgstore.factory import create_store as create_messaging
 
+DOC = Path(__file__).resolve().parents[3] / "docs" / "cassandra.md"
 NTS: dict[str, str | int] = {"class": "NetworkTopologyStrategy", "dc1": 3, "dc2": 2}
 
 
@@ -114,3 +116,9 @@ def test_a_password_without_a_username_names_the_operators_variable() -> None:
     assert "{prefix}" not in str(raised.value) and "s3cret-pw" not in str(raised.value)
     with pytest.raises(ConfigError, match="no ARCHIVE_CASSANDRA_USERNAME"):
         ArchiveConfig.from_env({"ARCHIVE_CASSANDRA_PASSWORD": "pw"})
+
+
+def test_the_docs_table_lists_every_setting_once() -> None:
+    rows = [line for line in DOC.read_text().splitlines() if line.startswith("| `_")]
+    listed = [line.split("`")[1] for line in rows]
+    assert listed == _suffixes(ServiceConfig, "MSGSTORE_CASSANDRA")
