@@ -82,7 +82,7 @@ def main() -> int:
     store.open()
     if args.backend == "cassandra":
         for table in DATA_TABLES:
-            store.cassandra.session.execute(f"TRUNCATE {archive.cassandra_keyspace}.{table}")
+            store.cassandra.session.execute(f"TRUNCATE {archive.cassandra.keyspace}.{table}")
     envs = envelopes(args.rows, now, args.hot)
     began = time.monotonic()
     for i in range(0, len(envs), 500):

@@ -4,41 +4,36 @@
 ``Config`` (its README table lists them), the Spark job and the benchmarks load it on its own with
 ``StoreConfig.from_env(environ)``, so writers, readers and the job can never disagree on bucket width, default
 shards, retention or where the data lives. :func:`archivestore.factory.create_store` turns it into an adapter.
+The Cassandra connection settings (``ARCHIVE_CASSANDRA_*``) are
+:class:`dbkit.cassandra.settings.CassandraSettings`, the same class the messaging store embeds.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from archivestore.retention import RetentionPolicy
-from dbkit.cassandra.credentials import Credentials, credentials_from
-from dbkit.cassandra.names import CONSISTENCY_LEVELS, parse_keyspace
-from meshcore.config import FromEnv, setting
+from dbkit.cassandra.settings import CassandraSettings
+from meshcore.config import FromEnv, nested, setting
 from meshcore.parsers import (
     parse_choice,
     parse_duration,
     parse_float,
     parse_int,
-    parse_list,
-    parse_optional_file,
     parse_path,
-    parse_str,
 )
 from wakucodec.constants import TOPIC_LENGTH
 
 __all__ = [
     "DefaultShards",
     "StoreConfig",
-    "parse_dc_factors",
     "parse_default_shards",
     "parse_topic_retention",
 ]
 
 DAY_S = 86_400
-_DC = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 class DefaultShards(NamedTuple):
@@ -88,16 +83,6 @@ def parse_default_shards(raw: str) -> DefaultShards:
     return DefaultShards(values["time"], values["topic"])
 
 
-def parse_dc_factors(raw: str) -> tuple[tuple[str, int], ...]:
-    """``dc1=3,dc2=3`` → ((dc, replication factor), …) for NetworkTopologyStrategy; empty = none."""
-    out: dict[str, int] = {}
-    for key, value in _pairs(raw):
-        if not _DC.match(key):
-            raise ValueError(f"{key}: not a data centre name")
-        out[key] = parse_int(1, 10)(value)
-    return tuple(out.items())
-
-
 @dataclass(frozen=True, kw_only=True)
 class StoreConfig(FromEnv):
     """Which backend, where its data lives, its tuning, and the data model (retention, buckets, shards)."""
@@ -142,83 +127,8 @@ class StoreConfig(FromEnv):
         "(group commit: one fsync for all of them).",
     )
     # ------------------------------------------------------------------ Cassandra
-    cassandra_hosts: tuple[str, ...] = setting(
-        "ARCHIVE_CASSANDRA_HOSTS",
-        parse_list(parse_str(allow_empty=False)),
-        default="127.0.0.1",
-        doc="Cassandra: comma-separated contact points of the local data centre.",
-    )
-    cassandra_port: int = setting(
-        "ARCHIVE_CASSANDRA_PORT", parse_int(1, 65535), default="9042", doc="Cassandra: CQL native port."
-    )
-    cassandra_keyspace: str = setting(
-        "ARCHIVE_CASSANDRA_KEYSPACE",
-        parse_keyspace,
-        default="mailmesh",
-        doc="Cassandra: keyspace, created and migrated at start-up.",
-    )
-    cassandra_consistency: str = setting(
-        "ARCHIVE_CASSANDRA_CONSISTENCY",
-        parse_choice(*CONSISTENCY_LEVELS, case_sensitive=False),
-        default="LOCAL_QUORUM",
-        doc="Cassandra: consistency level of every read and write.",
-    )
-    cassandra_local_dc: str = setting(
-        "ARCHIVE_CASSANDRA_LOCAL_DC",
-        parse_str(),
-        default="",
-        doc="Cassandra: data centre whose replicas coordinate; empty = the contact points' data centre.",
-    )
-    cassandra_replication_factor: int = setting(
-        "ARCHIVE_CASSANDRA_REPLICATION_FACTOR",
-        parse_int(1, 10),
-        default="1",
-        doc="Cassandra: SimpleStrategy replication factor of a keyspace the archive creates "
-        "(ignored when ARCHIVE_CASSANDRA_REPLICATION_DCS is set).",
-    )
-    cassandra_replication_dcs: tuple[tuple[str, int], ...] = setting(
-        "ARCHIVE_CASSANDRA_REPLICATION_DCS",
-        parse_dc_factors,
-        default="",
-        doc="Cassandra: NetworkTopologyStrategy factors of a keyspace the archive creates, e.g. dc1=3,dc2=3; "
-        "empty = SimpleStrategy. An existing keyspace is never altered.",
-    )
-    cassandra_request_timeout_s: float = setting(
-        "ARCHIVE_CASSANDRA_REQUEST_TIMEOUT_SECONDS",
-        parse_duration(0.1, 600),
-        default="12",
-        doc="Cassandra: client-side timeout of one request (keep above the server's 5 s write timeout).",
-    )
-    cassandra_connect_timeout_s: float = setting(
-        "ARCHIVE_CASSANDRA_CONNECT_TIMEOUT_SECONDS",
-        parse_duration(0.1, 600),
-        default="5",
-        doc="Cassandra: timeout of one connection attempt.",
-    )
-    cassandra_username: str = setting(
-        "ARCHIVE_CASSANDRA_USERNAME",
-        parse_str(),
-        default="",
-        doc="Cassandra: role to log in as (PasswordAuthenticator); empty = the cluster has no authenticator.",
-    )
-    cassandra_password: str = setting(
-        "ARCHIVE_CASSANDRA_PASSWORD",
-        parse_str(),
-        default="",
-        secret=True,
-        doc="Cassandra: password of ARCHIVE_CASSANDRA_USERNAME; wins over ARCHIVE_CASSANDRA_PASSWORD_FILE.",
-    )
-    cassandra_password_file: str = setting(
-        "ARCHIVE_CASSANDRA_PASSWORD_FILE",
-        parse_optional_file(),
-        default="",
-        doc="Cassandra: file whose first line is the password (a mounted Secret).",
-    )
-    cassandra_max_in_flight: int = setting(
-        "ARCHIVE_CASSANDRA_MAX_IN_FLIGHT",
-        parse_int(1, 100_000),
-        default="128",
-        doc="Cassandra: requests outstanding at once (backpressure on the driver).",
+    cassandra: CassandraSettings = nested(
+        CassandraSettings, prefix="ARCHIVE_CASSANDRA", defaults={"keyspace": "mailmesh"}
     )
     cassandra_write_batch_bytes: int = setting(
         "ARCHIVE_CASSANDRA_WRITE_BATCH_BYTES",
@@ -263,24 +173,8 @@ class StoreConfig(FromEnv):
     def __post_init__(self) -> None:
         if DAY_S % self.bucket_seconds:
             raise ValueError(f"ARCHIVE_BUCKET_SECONDS={self.bucket_seconds} must divide a day (86400)")
-        if (self.cassandra_password or self.cassandra_password_file) and not self.cassandra_username:
-            raise ValueError("a Cassandra password is set but no ARCHIVE_CASSANDRA_USERNAME")
 
     @property
     def retention(self) -> RetentionPolicy:
         """Global and per-topic retention as the adapters apply it at write time."""
         return RetentionPolicy.from_days(self.retention_days, dict(self.topic_retention))
-
-    @property
-    def replication(self) -> dict[str, str | int]:
-        """Keyspace replication map for a keyspace the archive creates."""
-        if self.cassandra_replication_dcs:
-            return {"class": "NetworkTopologyStrategy", **dict(self.cassandra_replication_dcs)}
-        return {"class": "SimpleStrategy", "replication_factor": self.cassandra_replication_factor}
-
-    @property
-    def cassandra_credentials(self) -> Credentials | None:
-        """The login the Cassandra settings give (the password file read now); None = no authenticator."""
-        return credentials_from(
-            self.cassandra_username, self.cassandra_password, self.cassandra_password_file
-        )

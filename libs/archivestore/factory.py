@@ -43,22 +43,23 @@ def create_store(config: StoreConfig) -> ArchiveStore:
 
     from archivestore.cassandra.store import CassandraStore
 
+    cassandra = config.cassandra
     return CassandraStore(
-        list(config.cassandra_hosts),
-        config.cassandra_port,
-        config.cassandra_keyspace,
+        list(cassandra.hosts),
+        cassandra.port,
+        cassandra.keyspace,
         config.retention,
-        consistency=getattr(ConsistencyLevel, config.cassandra_consistency),
+        consistency=getattr(ConsistencyLevel, cassandra.consistency),
         bucket_seconds=config.bucket_seconds,
         default_shards={TIME_TABLE: config.default_shards.time, TOPIC_TABLE: config.default_shards.topic},
-        max_in_flight=config.cassandra_max_in_flight,
-        request_timeout=config.cassandra_request_timeout_s,
-        connect_timeout=config.cassandra_connect_timeout_s,
-        replication=config.replication,
-        local_dc=config.cassandra_local_dc or None,
+        max_in_flight=cassandra.max_in_flight,
+        request_timeout=cassandra.request_timeout_s,
+        connect_timeout=cassandra.connect_timeout_s,
+        replication=cassandra.replication,
+        local_dc=cassandra.local_dc or None,
         bloom_topic_expansion=config.bloom_topic_expansion,
         write_batch_bytes=config.cassandra_write_batch_bytes,
-        credentials=config.cassandra_credentials,
+        credentials=cassandra.credentials,
     )
 
 

@@ -118,7 +118,9 @@ def nested(cls: type[C], *, prefix: str, defaults: Mapping[str, str] | None = No
     """Embed config class ``cls`` with ``{prefix}`` in its env names replaced by ``prefix``.
 
     ``defaults`` overrides field defaults by field name (as raw strings), which is how each
-    service gives :class:`RuntimeConfig` its own ports.
+    service gives :class:`RuntimeConfig` its own ports. ``prefix`` may itself contain ``{prefix}``
+    (``"{prefix}_CASSANDRA"``): it is then the embedding class's prefix, filled in when that one is.
+    A ``ValueError`` from ``cls.__post_init__`` and a setting's doc may say ``{prefix}`` too.
     """
     overrides = dict(defaults or {})
     known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
@@ -131,6 +133,10 @@ def nested(cls: type[C], *, prefix: str, defaults: Mapping[str, str] | None = No
     except ConfigError:
         return cast(C, dataclasses.field(metadata=meta))  # something is required: no default
     return dataclasses.field(default=instance, metadata=meta)
+
+
+def _sub_prefix(sub: _Nested, prefix: str) -> str:
+    return sub.prefix.replace(_PREFIX, prefix) if prefix else sub.prefix
 
 
 def _env_name(template: str, prefix: str, cls: type[Any]) -> str:
@@ -146,7 +152,7 @@ def _collect(
     for f in dataclasses.fields(cls):
         if _NESTED in f.metadata:
             sub: _Nested = f.metadata[_NESTED]
-            values[f.name] = _collect(sub.cls, environ, sub.prefix, sub.defaults, problems)
+            values[f.name] = _collect(sub.cls, environ, _sub_prefix(sub, prefix), sub.defaults, problems)
             continue
         spec: _Setting | None = f.metadata.get(_SETTING)
         if spec is None:
@@ -166,12 +172,20 @@ def _collect(
     return values
 
 
-def _build(cls: type[C], values: dict[str, Any]) -> C:
+def _build(cls: type[C], values: dict[str, Any], prefix: str) -> C:
     kwargs = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         value = values[f.name]
-        kwargs[f.name] = _build(f.metadata[_NESTED].cls, value) if _NESTED in f.metadata else value
-    return cls(**kwargs)
+        if _NESTED in f.metadata:
+            sub: _Nested = f.metadata[_NESTED]
+            value = _build(sub.cls, value, _sub_prefix(sub, prefix))
+        kwargs[f.name] = value
+    try:
+        return cls(**kwargs)
+    except ValueError as err:
+        if prefix and _PREFIX in str(err):  # name the variable as the operator spells it
+            raise ValueError(str(err).replace(_PREFIX, prefix)) from err
+        raise
 
 
 def _load(cls: type[C], environ: Mapping[str, str], prefix: str, overrides: Mapping[str, str]) -> C:
@@ -180,7 +194,7 @@ def _load(cls: type[C], environ: Mapping[str, str], prefix: str, overrides: Mapp
     if problems:
         raise ConfigError(problems)
     try:
-        return _build(cls, values)
+        return _build(cls, values, prefix)
     except ValueError as err:
         # Cross-field checks live in __post_init__ and raise ValueError; report them the same way.
         raise ConfigError([f"{cls.__name__}: {err}"]) from err
@@ -204,13 +218,14 @@ def _describe(cls: type[Any], prefix: str, overrides: Mapping[str, str]) -> list
     for f in dataclasses.fields(cls):
         if _NESTED in f.metadata:
             sub: _Nested = f.metadata[_NESTED]
-            rows.extend(_describe(sub.cls, sub.prefix, sub.defaults))
+            rows.extend(_describe(sub.cls, _sub_prefix(sub, prefix), sub.defaults))
             continue
         spec: _Setting = f.metadata[_SETTING]
         default = overrides.get(f.name, spec.default)
         if spec.secret and default:
             default = "<secret>"
-        rows.append(SettingDoc(_env_name(spec.env, prefix, cls), default, spec.doc))
+        doc = spec.doc.replace(_PREFIX, prefix) if prefix else spec.doc
+        rows.append(SettingDoc(_env_name(spec.env, prefix, cls), default, doc))
     return rows
 
 

@@ -3,7 +3,8 @@
 The send and subscription services share one store (leases, outbox, records), so they embed this class
 with the same prefix: ``nested(StoreConfig, prefix="MSGSTORE")`` gives ``MSGSTORE_BACKEND`` and so on in
 both, and they can never disagree on where the data lives or how long it is kept. ``from_env`` alone
-(tools, benchmarks) uses the same prefix.
+(tools, benchmarks) uses the same prefix. The Cassandra connection settings (``MSGSTORE_CASSANDRA_*``) are
+:class:`dbkit.cassandra.settings.CassandraSettings`, the same class the archive embeds.
 """
 
 from __future__ import annotations
@@ -13,18 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
-from dbkit.cassandra.credentials import Credentials, credentials_from
-from dbkit.cassandra.names import CONSISTENCY_LEVELS, parse_keyspace
-from meshcore.config import FromEnv, load_config, setting
-from meshcore.parsers import (
-    parse_choice,
-    parse_duration,
-    parse_int,
-    parse_list,
-    parse_optional_file,
-    parse_path,
-    parse_str,
-)
+from dbkit.cassandra.settings import CassandraSettings
+from meshcore.config import FromEnv, load_config, nested, setting
+from meshcore.parsers import parse_choice, parse_duration, parse_int, parse_path
 
 __all__ = ["PREFIX", "StoreConfig"]
 
@@ -54,69 +46,8 @@ class StoreConfig(FromEnv):
         default="5",
         doc="SQLite: how long a statement waits for another process's lock before failing.",
     )
-    cassandra_hosts: tuple[str, ...] = setting(
-        "{prefix}_CASSANDRA_HOSTS",
-        parse_list(parse_str(allow_empty=False)),
-        default="127.0.0.1",
-        doc="Cassandra: comma-separated contact points of the local data centre.",
-    )
-    cassandra_port: int = setting(
-        "{prefix}_CASSANDRA_PORT", parse_int(1, 65535), default="9042", doc="Cassandra: CQL native port."
-    )
-    cassandra_keyspace: str = setting(
-        "{prefix}_CASSANDRA_KEYSPACE",
-        parse_keyspace,
-        default="mailmesh_messaging",
-        doc="Cassandra: keyspace of the messaging tables (apart from the archive's), created at start-up.",
-    )
-    cassandra_consistency: str = setting(
-        "{prefix}_CASSANDRA_CONSISTENCY",
-        parse_choice(*CONSISTENCY_LEVELS, case_sensitive=False),
-        default="LOCAL_QUORUM",
-        doc="Cassandra: consistency of reads and writes (leases use LOCAL_SERIAL for their conditions).",
-    )
-    cassandra_local_dc: str = setting(
-        "{prefix}_CASSANDRA_LOCAL_DC",
-        parse_str(),
-        default="",
-        doc="Cassandra: data centre whose replicas coordinate; empty = the contact points' data centre.",
-    )
-    cassandra_replication_factor: int = setting(
-        "{prefix}_CASSANDRA_REPLICATION_FACTOR",
-        parse_int(1, 10),
-        default="1",
-        doc="Cassandra: SimpleStrategy replication factor of a keyspace the store creates.",
-    )
-    cassandra_request_timeout_s: float = setting(
-        "{prefix}_CASSANDRA_REQUEST_TIMEOUT_SECONDS",
-        parse_duration(0.1, 600),
-        default="12",
-        doc="Cassandra: client-side timeout of one request.",
-    )
-    cassandra_username: str = setting(
-        "{prefix}_CASSANDRA_USERNAME",
-        parse_str(),
-        default="",
-        doc="Cassandra: role to log in as (PasswordAuthenticator); empty = the cluster has no authenticator.",
-    )
-    cassandra_password: str = setting(
-        "{prefix}_CASSANDRA_PASSWORD",
-        parse_str(),
-        default="",
-        secret=True,
-        doc="Cassandra: password of {prefix}_CASSANDRA_USERNAME; wins over {prefix}_CASSANDRA_PASSWORD_FILE.",
-    )
-    cassandra_password_file: str = setting(
-        "{prefix}_CASSANDRA_PASSWORD_FILE",
-        parse_optional_file(),
-        default="",
-        doc="Cassandra: file whose first line is the password (a mounted Secret).",
-    )
-    cassandra_max_in_flight: int = setting(
-        "{prefix}_CASSANDRA_MAX_IN_FLIGHT",
-        parse_int(1, 100_000),
-        default="128",
-        doc="Cassandra: requests outstanding at once.",
+    cassandra: CassandraSettings = nested(
+        CassandraSettings, prefix="{prefix}_CASSANDRA", defaults={"keyspace": "mailmesh_messaging"}
     )
     outbox_shards: int = setting(
         "{prefix}_OUTBOX_SHARDS",
@@ -161,17 +92,6 @@ class StoreConfig(FromEnv):
         default="2",
         doc="A writer stops writing this long before its lease expires (fencing against a takeover).",
     )
-
-    def __post_init__(self) -> None:
-        if (self.cassandra_password or self.cassandra_password_file) and not self.cassandra_username:
-            raise ValueError(f"a Cassandra password is set but no {PREFIX}_CASSANDRA_USERNAME")
-
-    @property
-    def cassandra_credentials(self) -> Credentials | None:
-        """The login the Cassandra settings give (the password file read now); None = no authenticator."""
-        return credentials_from(
-            self.cassandra_username, self.cassandra_password, self.cassandra_password_file
-        )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:

@@ -42,17 +42,19 @@ def create_store(config: StoreConfig) -> MsgStore:
         )
     from msgstore.cassandra.store import CassandraMsgStore
 
+    cassandra = config.cassandra
     return CassandraMsgStore(
-        list(config.cassandra_hosts),
-        config.cassandra_port,
-        config.cassandra_keyspace,
+        list(cassandra.hosts),
+        cassandra.port,
+        cassandra.keyspace,
         settings,
-        consistency=config.cassandra_consistency,
-        local_dc=config.cassandra_local_dc or None,
-        replication_factor=config.cassandra_replication_factor,
-        request_timeout=config.cassandra_request_timeout_s,
-        max_in_flight=config.cassandra_max_in_flight,
-        credentials=config.cassandra_credentials,
+        consistency=cassandra.consistency,
+        local_dc=cassandra.local_dc or None,
+        replication=cassandra.replication,
+        request_timeout=cassandra.request_timeout_s,
+        connect_timeout=cassandra.connect_timeout_s,
+        max_in_flight=cassandra.max_in_flight,
+        credentials=cassandra.credentials,
     )
 
 

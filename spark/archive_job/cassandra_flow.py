@@ -118,7 +118,7 @@ def _top(parts: Iterable[PartitionSize], n: int) -> list[PartitionSize]:
 
 def run(ctx: Context) -> None:
     """Run every stage (stops after ``plan`` when dry)."""
-    ks = ctx.archive.cassandra_keyspace
+    ks = ctx.archive.cassandra.keyspace
     specs = [TABLES[t] for t in ctx.job.tables]
     policy, cutoffs, rep, st = ctx.policy, ctx.cutoffs, ctx.report, ctx.stages
     deletes = Deletes()
@@ -228,13 +228,13 @@ def run(ctx: Context) -> None:
     with st.stage("delete") as log:
         opts = ctx.archive
         connect = ConnectOptions(
-            tuple(opts.cassandra_hosts),
-            opts.cassandra_port,
-            _consistency(opts.cassandra_consistency),
-            opts.cassandra_request_timeout_s,
-            opts.cassandra_connect_timeout_s,
-            opts.cassandra_local_dc or None,
-            credentials=opts.cassandra_credentials,
+            tuple(opts.cassandra.hosts),
+            opts.cassandra.port,
+            _consistency(opts.cassandra.consistency),
+            opts.cassandra.request_timeout_s,
+            opts.cassandra.connect_timeout_s,
+            opts.cassandra.local_dc or None,
+            credentials=opts.cassandra.credentials,
         )
         target = DeleteTarget(connect, ks, ctx.job.delete_concurrency)
         rep.partitions_deleted = delete_partitions(ctx.spark, target, list(deletes.rows))
@@ -268,7 +268,7 @@ def _consistency(name: str) -> int:
 
 def _scan_keys(ctx: Context, flags: RowFlags, deletes: Deletes) -> None:
     """Key partitions holding nothing live and something that would stay on disk long: deleted whole."""
-    keys = classify(scan_keys(ctx.spark, ctx.archive.cassandra_keyspace), flags)
+    keys = classify(scan_keys(ctx.spark, ctx.archive.cassandra.keyspace), flags)
     f = sf.col(FLAGS)
     per_key = keys.groupBy("key").agg(
         sf.count(sf.lit(1)).alias("rows"),
@@ -301,12 +301,12 @@ def _copy_moves(ctx: Context, scan: Scan, plan: Plan, flags: RowFlags) -> int:
     if not keys:
         return 0
     rows = rows_of(
-        ctx.spark, ctx.archive.cassandra_keyspace, scan.spec, key_frame(ctx.spark, scan.spec, keys)
+        ctx.spark, ctx.archive.cassandra.keyspace, scan.spec, key_frame(ctx.spark, scan.spec, keys)
     )
     out = copies(rows, flags, moves).persist()
     try:
         count = out.count()
-        write_copies(out, ctx.archive.cassandra_keyspace, scan.spec)
+        write_copies(out, ctx.archive.cassandra.keyspace, scan.spec)
     finally:
         out.unpersist()
     return count
@@ -321,7 +321,7 @@ def _all_keys(
     cur: list[tuple[object, ...]] = []
     topics: dict[int, set[bytes]] = {b: set() for b in buckets}
     if spec.topic_in_key:
-        for day, topic in topics_of_days(ctx.spark, ctx.archive.cassandra_keyspace, buckets):
+        for day, topic in topics_of_days(ctx.spark, ctx.archive.cassandra.keyspace, buckets):
             topics[day].add(topic)
         for key in _keys_of(scan, buckets, (Role.CURRENT, Role.STALE)):
             ptopic, pday = key[0], key[1]
@@ -343,7 +343,7 @@ def _converge(
 ) -> tuple[int, list[PartitionSize]]:
     """Copy what the older generations of ``buckets`` hold live and the current one lacks; verify; then
     schedule the older partitions for deletion. Returns rows copied and the current partitions' sizes."""
-    spark, ks, spec = ctx.spark, ctx.archive.cassandra_keyspace, scan.spec
+    spark, ks, spec = ctx.spark, ctx.archive.cassandra.keyspace, scan.spec
     old_keys, cur_keys = _all_keys(ctx, scan, plan, buckets)
     old = classify(meta_of(spark, ks, spec, key_frame(spark, spec, old_keys)), flags).persist()
     try:

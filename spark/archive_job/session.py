@@ -31,15 +31,15 @@ def cassandra_settings(archive: StoreConfig) -> dict[str, str]:
     """
     out = {
         "spark.sql.extensions": CASSANDRA_EXTENSIONS,
-        "spark.cassandra.connection.host": ",".join(archive.cassandra_hosts),
-        "spark.cassandra.connection.port": str(archive.cassandra_port),
-        "spark.cassandra.input.consistency.level": archive.cassandra_consistency,
-        "spark.cassandra.output.consistency.level": archive.cassandra_consistency,
+        "spark.cassandra.connection.host": ",".join(archive.cassandra.hosts),
+        "spark.cassandra.connection.port": str(archive.cassandra.port),
+        "spark.cassandra.input.consistency.level": archive.cassandra.consistency,
+        "spark.cassandra.output.consistency.level": archive.cassandra.consistency,
         "spark.cassandra.output.ignoreNulls": "true",
     }
-    if archive.cassandra_local_dc:
-        out["spark.cassandra.connection.localDC"] = archive.cassandra_local_dc
-    credentials = archive.cassandra_credentials
+    if archive.cassandra.local_dc:
+        out["spark.cassandra.connection.localDC"] = archive.cassandra.local_dc
+    credentials = archive.cassandra.credentials
     if credentials is not None:
         # The connector's own login settings; Spark redacts "password" keys in its UI and logs
         # (spark.redaction.regex), docs/security.md.

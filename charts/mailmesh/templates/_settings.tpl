@@ -52,6 +52,7 @@ MSGSTORE_CASSANDRA_KEYSPACE: {{ $cass.messagingKeyspace | quote }}
 MSGSTORE_CASSANDRA_CONSISTENCY: {{ $cass.consistency | quote }}
 MSGSTORE_CASSANDRA_LOCAL_DC: {{ $cass.localDc | quote }}
 MSGSTORE_CASSANDRA_REPLICATION_FACTOR: {{ $cass.replicationFactor | quote }}
+MSGSTORE_CASSANDRA_REPLICATION_DCS: {{ $cass.replicationDcs | quote }}
 {{- end }}
 {{- range $k, $v := $root.Values.storage.messaging }}
 {{ $k }}: {{ $v | toString | quote }}

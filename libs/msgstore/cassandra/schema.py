@@ -9,6 +9,8 @@ for leases. Migrations are idempotent (``IF NOT EXISTS``) and recorded in ``sche
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from msgstore.errors import SchemaError
 
 __all__ = ["DATA_TABLES", "LATEST_VERSION", "MIGRATIONS", "keyspace_cql", "pending"]
@@ -99,12 +101,10 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 
-def keyspace_cql(keyspace: str, replication_factor: int) -> str:
-    """``CREATE KEYSPACE IF NOT EXISTS`` (SimpleStrategy); an existing keyspace is never altered."""
-    return (
-        f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = "
-        f"{{'class': 'SimpleStrategy', 'replication_factor': '{replication_factor}'}}"
-    )
+def keyspace_cql(keyspace: str, replication: Mapping[str, str | int]) -> str:
+    """``CREATE KEYSPACE IF NOT EXISTS`` with the replication map; an existing keyspace is never altered."""
+    items = ", ".join(f"'{k}': '{v}'" for k, v in replication.items())
+    return f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {{{items}}}"
 
 
 def pending(applied: set[int]) -> list[tuple[int, str, tuple[str, ...]]]:

@@ -4,6 +4,7 @@ archive's), schema, the three parts."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from cassandra import ConsistencyLevel
@@ -37,7 +38,7 @@ class CassandraMsgStore:
         *,
         consistency: str = "LOCAL_QUORUM",
         local_dc: str | None = None,
-        replication_factor: int = 1,
+        replication: Mapping[str, str | int] | None = None,
         request_timeout: float = 12.0,
         connect_timeout: float = 5.0,
         max_in_flight: int = 128,
@@ -45,7 +46,9 @@ class CassandraMsgStore:
     ) -> None:
         self.keyspace = keyspace
         self.settings = settings
-        self._replication_factor = replication_factor
+        self._replication: dict[str, str | int] = dict(
+            replication or {"class": "SimpleStrategy", "replication_factor": 1}
+        )
         self._max_in_flight = max_in_flight
         self._connect = ConnectOptions(
             contact_points=tuple(hosts),
@@ -107,7 +110,7 @@ class CassandraMsgStore:
             raise StoreUnavailable(f"cannot connect to Cassandra: {err}") from err
         ks = self.keyspace
         try:
-            session.execute(keyspace_cql(ks, self._replication_factor))
+            session.execute(keyspace_cql(ks, self._replication))
             session.execute(
                 f"CREATE TABLE IF NOT EXISTS {ks}.schema_migrations "
                 "(version int PRIMARY KEY, description text, applied_at timestamp)"

@@ -17,7 +17,7 @@ from msgstore.cassandra.schema import DATA_TABLES
 from msgstore.cassandra.store import CassandraMsgStore
 from msgstore.config import StoreConfig
 from msgstore.errors import StoreUnavailable
-from msgstore.factory import create_store
+from msgstore.factory import create_store, open_store
 from msgstore.protocol import MsgStore
 from msgstore.settings import StoreSettings
 from msgstore.sharding import DAY_S, day_of, shard_of
@@ -136,6 +136,39 @@ async def test_factory_builds_a_cassandra_store(
         assert store.outbox.shards == 16 and await store.records.head() >= 0
     finally:
         await store.close()
+
+
+async def test_a_keyspace_the_store_creates_takes_the_replication_dcs(
+    cassandra_node: ctl.NodeConfig, cassandra_admin: Any, cassandra_keyspace: str
+) -> None:
+    """MSGSTORE_CASSANDRA_REPLICATION_DCS makes the keyspace NetworkTopologyStrategy, as the archive's."""
+    dc = cf.admin_execute(cassandra_admin, "SELECT data_center FROM system.local").one().data_center
+    keyspace = f"{cassandra_keyspace}_nts"
+    config = StoreConfig.from_env(
+        {
+            "MSGSTORE_BACKEND": "cassandra",
+            "MSGSTORE_CASSANDRA_HOSTS": cassandra_node.host,
+            "MSGSTORE_CASSANDRA_PORT": str(cassandra_node.native_port),
+            "MSGSTORE_CASSANDRA_KEYSPACE": keyspace,
+            "MSGSTORE_CASSANDRA_REPLICATION_DCS": f"{dc}=1",
+        }
+    )
+    cf.admin_execute(cassandra_admin, f"DROP KEYSPACE IF EXISTS {keyspace}")
+    try:
+        async with open_store(config) as store:
+            assert await store.records.head() >= 0  # migrated and usable
+        replication = (
+            cf.admin_execute(
+                cassandra_admin,
+                "SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s",
+                (keyspace,),
+            )
+            .one()
+            .replication
+        )
+        assert replication["class"].endswith("NetworkTopologyStrategy") and replication[dc] == "1"
+    finally:
+        cf.admin_execute(cassandra_admin, f"DROP KEYSPACE IF EXISTS {keyspace}")
 
 
 async def test_an_unreachable_node_is_unavailable() -> None:

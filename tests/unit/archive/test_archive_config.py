@@ -9,10 +9,10 @@ import pytest
 from archivestore.config import (
     DefaultShards,
     StoreConfig,
-    parse_dc_factors,
     parse_default_shards,
     parse_topic_retention,
 )
+from dbkit.cassandra.settings import parse_dc_factors
 from meshcore.config import ConfigError, describe, describe_markdown
 from services.archive.config import Config
 
@@ -27,13 +27,13 @@ def test_defaults_match_the_design() -> None:
         9153,
     )
     assert cfg.store.backend == "sqlite" and cfg.store.sqlite_path == Path("var/archive.sqlite3")
-    assert (cfg.store.cassandra_hosts, cfg.store.cassandra_port, cfg.store.cassandra_keyspace) == (
+    assert (cfg.store.cassandra.hosts, cfg.store.cassandra.port, cfg.store.cassandra.keyspace) == (
         ("127.0.0.1",),
         9042,
         "mailmesh",
     )
-    assert cfg.store.cassandra_consistency == "LOCAL_QUORUM" and cfg.store.cassandra_local_dc == ""
-    assert cfg.store.replication == {"class": "SimpleStrategy", "replication_factor": 1}
+    assert cfg.store.cassandra.consistency == "LOCAL_QUORUM" and cfg.store.cassandra.local_dc == ""
+    assert cfg.store.cassandra.replication == {"class": "SimpleStrategy", "replication_factor": 1}
     assert (cfg.store.retention_days, cfg.store.topic_retention, cfg.store.bucket_seconds) == (30, (), 3600)
     assert cfg.store.default_shards == DefaultShards(time=4, topic=1)
     assert (cfg.purge_interval_s, cfg.stats_interval_s) == (3600, 60)
@@ -105,9 +105,9 @@ def test_default_shards_and_replication_parsers() -> None:
     with pytest.raises(ValueError, match="not a data centre"):
         parse_dc_factors("d c=3")
     cfg = Config.from_env({"ARCHIVE_CASSANDRA_REPLICATION_DCS": "dc1=3,dc2=3"})
-    assert cfg.store.replication == {"class": "NetworkTopologyStrategy", "dc1": 3, "dc2": 3}
+    assert cfg.store.cassandra.replication == {"class": "NetworkTopologyStrategy", "dc1": 3, "dc2": 3}
     assert (
-        Config.from_env({"ARCHIVE_CASSANDRA_KEYSPACE": " mailmesh_2 "}).store.cassandra_keyspace
+        Config.from_env({"ARCHIVE_CASSANDRA_KEYSPACE": " mailmesh_2 "}).store.cassandra.keyspace
         == "mailmesh_2"
     )
     with pytest.raises(ConfigError, match=r"ARCHIVE_CASSANDRA_KEYSPACE.*\[a-z\]"):
@@ -145,7 +145,7 @@ def test_cross_field_checks() -> None:
     )
     assert small.max_envelope_bytes == 1_000_000
     assert (
-        Config.from_env({"ARCHIVE_CASSANDRA_CONSISTENCY": "local_one"}).store.cassandra_consistency
+        Config.from_env({"ARCHIVE_CASSANDRA_CONSISTENCY": "local_one"}).store.cassandra.consistency
         == "LOCAL_ONE"
     )
 
@@ -167,7 +167,7 @@ def test_the_store_settings_load_alone_with_the_services_names() -> None:
     }
     alone = StoreConfig.from_env(environ)
     assert alone == Config.from_env(environ).store
-    assert (alone.backend, alone.cassandra_keyspace, alone.bucket_seconds) == ("cassandra", "archive_b", 1800)
+    assert (alone.backend, alone.cassandra.keyspace, alone.bucket_seconds) == ("cassandra", "archive_b", 1800)
     store_vars = {row.env for row in describe(StoreConfig)}
     assert store_vars < {row.env for row in describe(Config)}
     assert "ARCHIVE_MAX_PUT_ITEMS" not in store_vars and "ARCHIVE_BACKEND" in store_vars

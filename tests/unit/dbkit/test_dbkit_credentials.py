@@ -56,14 +56,14 @@ def test_archive_and_messaging_stores_pass_the_login_to_the_driver(tmp_path: Pat
             "ARCHIVE_CASSANDRA_PASSWORD_FILE": str(file),
         }
     )
-    assert archive.cassandra_credentials == Credentials("archive", PASSWORD)
+    assert archive.cassandra.credentials == Credentials("archive", PASSWORD)
     store = create_store(archive)
     assert store._connect.credentials == Credentials("archive", PASSWORD)  # type: ignore[attr-defined]
     messaging = MessagingConfig.from_env(
         {"MSGSTORE_CASSANDRA_USERNAME": "m", "MSGSTORE_CASSANDRA_PASSWORD": PASSWORD}
     )
-    assert messaging.cassandra_credentials == Credentials("m", PASSWORD)
-    assert MessagingConfig.from_env({}).cassandra_credentials is None
+    assert messaging.cassandra.credentials == Credentials("m", PASSWORD)
+    assert MessagingConfig.from_env({}).cassandra.credentials is None
 
 
 def test_a_password_without_a_username_is_a_config_error_that_hides_it() -> None:

@@ -22,7 +22,7 @@ class ServiceConfig(FromEnv):
 def test_defaults() -> None:
     config = StoreConfig.from_env({})
     assert config.backend == "sqlite" and config.sqlite_path == Path("var/messaging.sqlite3")
-    assert config.cassandra_keyspace == "mailmesh_messaging" and config.outbox_shards == 16
+    assert config.cassandra.keyspace == "mailmesh_messaging" and config.outbox_shards == 16
     settings = settings_of(config)
     assert (settings.shards, settings.event_retention, settings.change_retention) == (16, 3600.0, 86400.0)
     assert settings.record_expiry(100.0) == 100.0 + 604800.0
