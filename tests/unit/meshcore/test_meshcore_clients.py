@@ -206,7 +206,9 @@ async def test_a_call_without_timeout_gets_the_default_deadline_and_an_explicit_
             await unary(channel, "Block")(b"")  # blocks until released: only the default deadline ends it
         assert failed.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
         default_left = running.service.block_time_remaining
-        assert default_left is not None and 0 < default_left <= 0.3
+        # The server computes its remaining time from the grpc-timeout header against its own clock, so it
+        # may read a hair above 0.3 (0.30006 seen): the point is the 0.3 s default, not no deadline or 30 s.
+        assert default_left is not None and 0 < default_left <= 0.35
         running.service.block_started.clear()
         call = unary(channel, "Block")(b"", timeout=30)
         await running.service.block_started.wait()
