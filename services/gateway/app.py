@@ -60,8 +60,10 @@ def build_app(
     )
     app.state.gateway = state
     routers = [api_router(state), events_router(state), docs_router(TITLE)]
+    # The routes themselves, not include_router: FastAPI matches an included router through a wrapper per
+    # router and request (its inclusion contexts: prefixes, dependencies), which these routers do not use.
     for router in routers:
-        app.include_router(router)
+        app.router.routes.extend(router.routes)
 
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> Json:
