@@ -3,7 +3,7 @@
 FastAPI answers a ``POST`` by reading the body, ``json.loads`` of it, solving the endpoint's dependencies and
 validating the decoded dict against the body model in Python mode. For an endpoint whose only parameter is
 one pydantic body model, that is one ``model_validate_json`` (pydantic-core parses and validates the bytes
-in one pass) and a call; measured against a stub send service that saves a sixth of the gateway's CPU
+in one pass) and a call; measured against a stub send service that saves about a sixth of the gateway's CPU
 per ``POST /send`` (docs/benchmarks.md, "Gateway CPU per POST /send").
 
 :class:`JsonBodyRoute` does that in the route's own ASGI app, for a body that is ``application/json`` and
