@@ -20,6 +20,9 @@ spend more CPU per request than the gateway and, sharing the same two cores, low
    minus the first event's `emittedAt`; 30 times. Also before the POST load, for the same reason.
 
 CPU per process is in each result's detail (``CpuMeter``), with what other jobs on the machine used meanwhile.
+``BENCH_GATEWAY_PHASES`` picks phases (comma-separated, default all): ``events`` (2 and 3), ``mesh`` (1
+through the mesh), ``stub`` (1 against the stub only, no mesh started) — e.g. ``BENCH_GATEWAY_PHASES=stub``
+to measure the gateway's own cost per request alone.
 """
 
 from __future__ import annotations
@@ -50,6 +53,17 @@ TOPIC = "/waku/1/0x0b0e0c0d/rfc26"
 PEER = replace(CLIENT_CONFIG, capabilities=("waku/1",), pow_requirement=0.0)
 PEER_SERVER = ServerConfig(listen=False, session=SessionConfig(handshake_timeout=5.0))
 _EMITTED = re.compile(rb'"emittedAt":"([^"]+)"')
+PHASES = ("events", "mesh", "stub")
+
+
+def _phases() -> set[str]:
+    """The phases ``BENCH_GATEWAY_PHASES`` asks for (default: every one, in the suite's order)."""
+    raw = os.environ.get("BENCH_GATEWAY_PHASES", "").strip()
+    asked = {p.strip() for p in raw.split(",") if p.strip()} if raw else set(PHASES)
+    unknown = asked - set(PHASES)
+    if unknown:
+        raise ValueError(f"BENCH_GATEWAY_PHASES: unknown {sorted(unknown)}; known: {', '.join(PHASES)}")
+    return asked
 
 
 def _sizes() -> dict[str, int]:
@@ -433,12 +447,21 @@ async def _start_stub(tmp: Path) -> tuple[asyncio.subprocess.Process, str]:
 # ---------------------------------------------------------------------------------------------------- suite
 
 
-async def _suite(sizes: dict[str, int]) -> list[Result]:
+async def _suite(sizes: dict[str, int], phases: set[str]) -> list[Result]:
     tmp = WORK / "gateway"
     tmp.mkdir(parents=True, exist_ok=True)
     for old in tmp.iterdir():
         if old.is_file():
             old.unlink()
+    results: list[Result] = []
+    if phases & {"events", "mesh"}:
+        results += await _mesh_phases(tmp, sizes, phases)
+    if "stub" in phases:
+        results += await _stub_phase(tmp, sizes)
+    return results
+
+
+async def _mesh_phases(tmp: Path, sizes: dict[str, int], phases: set[str]) -> list[Result]:
     results: list[Result] = []
     mesh = await asyncio.to_thread(_mesh, tmp)
     peer = WakuClient(config=PEER, server_config=PEER_SERVER)
@@ -446,38 +469,43 @@ async def _suite(sizes: dict[str, int]) -> list[Result]:
         await peer.start()
         await peer.connect(_enode(mesh.get("edge_peer")), timeout=15)
         await _healthy(_port(mesh))
-        # The event figures first, on a mesh with no backlog: after the POST load the mesh is still
-        # digesting thousands of requests' later events (store confirmations) for minutes, and those
-        # figures would measure that backlog, not the fan-out.
-        await _quiet(_port(mesh))
-        results += await _fanout(mesh, sizes)
-        results += await _wakeups(mesh, sizes)
-        await _drained(_port(mesh))
-        await _quiet(_port(mesh))
-        results += await _send_rate(
-            mesh, sizes, "through the mesh (send service on SQLite, 1 RLPx peer)", target=True
-        )
+        if "events" in phases:
+            # The event figures first, on a mesh with no backlog: after the POST load the mesh is still
+            # digesting thousands of requests' later events (store confirmations) for minutes, and those
+            # figures would measure that backlog, not the fan-out.
+            await _quiet(_port(mesh))
+            results += await _fanout(mesh, sizes)
+            results += await _wakeups(mesh, sizes)
+        if "mesh" in phases:
+            await _drained(_port(mesh))
+            await _quiet(_port(mesh))
+            results += await _send_rate(
+                mesh, sizes, "through the mesh (send service on SQLite, 1 RLPx peer)", target=True
+            )
     finally:
         await peer.stop()
         await asyncio.to_thread(mesh.stop, 30)
+    return results
+
+
+async def _stub_phase(tmp: Path, sizes: dict[str, int]) -> list[Result]:
     stub_dir = tmp / "stub"
     stub_dir.mkdir(exist_ok=True)
     stub, address = await _start_stub(stub_dir)
     try:
         mesh = await asyncio.to_thread(_mesh, stub_dir, address)
         try:
-            results += await _send_rate(mesh, sizes, "gateway alone (stub send service)", target=False)
+            return await _send_rate(mesh, sizes, "gateway alone (stub send service)", target=False)
         finally:
             await asyncio.to_thread(mesh.stop, 30)
     finally:
         stub.terminate()
         await stub.wait()
-    return results
 
 
 def run() -> list[Result]:
     """Run the gateway suite."""
-    return asyncio.run(_suite(_sizes()))
+    return asyncio.run(_suite(_sizes(), _phases()))
 
 
 def _main(argv: Sequence[str]) -> None:

@@ -1,7 +1,11 @@
 """The FastAPI application: routes, middlewares, error handlers, the OpenAPI 3.1 document, the docs page.
 
 Middlewares, outermost first: OpenTelemetry (a server span per request, parent of the gRPC client spans the
-upstream calls make), metrics and access log, CORS (GATEWAY_CORS_ORIGINS), bearer auth, rate limit, body cap.
+upstream calls make), metrics and access log, CORS (GATEWAY_CORS_ORIGINS), bearer auth, rate limit, body cap
+(all but OpenTelemetry and CORS in one layer, :mod:`.middleware`). When the tracer records nothing (no OTLP
+endpoint: meshcore's pass-through provider), the OpenTelemetry ASGI middleware would only make the caller's
+``traceparent`` (or a fresh root) current; that layer does it instead, at a fraction of the cost. FastAPI's
+own (native) telemetry is off: the instrumentation above is the one that traces.
 The OpenAPI document lists every answer each operation can give (FastAPI's default 422 is replaced by our 400
 everywhere, since that is what the gateway answers) and the bearer scheme when MAILMESH_AUTH=token.
 """
@@ -22,12 +26,7 @@ from meshcore.auth import Tokens
 from services.gateway.docs import docs_router
 from services.gateway.errors import ApiError, error_body, validation_message
 from services.gateway.events import events_router
-from services.gateway.middleware import (
-    AuthMiddleware,
-    BodyLimitMiddleware,
-    ObserveMiddleware,
-    RateLimitMiddleware,
-)
+from services.gateway.middleware import GatewayMiddleware, Guards, Observe
 from services.gateway.ratelimit import TokenBuckets
 from services.gateway.responses import Json
 from services.gateway.routes import api_router
@@ -57,11 +56,14 @@ def build_app(
         docs_url=None,
         redoc_url=None,
         openapi_url="/openapi.json",
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.gateway = state
     routers = [api_router(state), events_router(state), docs_router(TITLE)]
+    # The routes themselves, not include_router: FastAPI matches an included router through a wrapper per
+    # router and request (its inclusion contexts: prefixes, dependencies), which these routers do not use.
     for router in routers:
-        app.include_router(router)
+        app.router.routes.extend(router.routes)
 
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> Json:
@@ -87,13 +89,19 @@ def build_app(
         return Json(error_body("internal error"), status_code=500)
 
     # add_middleware wraps what is there: the last added is the outermost.
-    app.add_middleware(BodyLimitMiddleware, max_bytes=cfg.max_body_bytes, metrics=state.metrics)
-    if cfg.rate_limit_per_s > 0:
-        buckets = TokenBuckets(cfg.rate_limit_per_s, cfg.rate_limit_burst)
-        app.add_middleware(RateLimitMiddleware, buckets=buckets, metrics=state.metrics)
-    if tokens is not None:
-        app.add_middleware(AuthMiddleware, tokens=tokens, metrics=state.metrics)
+    provider = tracer_provider or trace.get_tracer_provider()
+    tracer = provider.get_tracer(__name__)
+    recording = not isinstance(tracer, trace.NoOpTracer)  # meshcore's pass-through tracer is a NoOpTracer
+    observe = Observe(
+        state.metrics,
+        access_log=cfg.access_log,
+        routes=[r for router in routers for r in router.routes],
+        tracer=None if recording else tracer,
+    )
+    buckets = TokenBuckets(cfg.rate_limit_per_s, cfg.rate_limit_burst) if cfg.rate_limit_per_s > 0 else None
+    guards = Guards(state.metrics, max_bytes=cfg.max_body_bytes, tokens=tokens, buckets=buckets)
     if cfg.cors_origins:
+        app.add_middleware(GatewayMiddleware, guards=guards)
         app.add_middleware(
             CORSMiddleware,
             allow_origins=list(cfg.cors_origins),
@@ -102,18 +110,16 @@ def build_app(
             expose_headers=["Retry-After"],
             max_age=600,
         )
-    app.add_middleware(
-        ObserveMiddleware,
-        metrics=state.metrics,
-        access_log=cfg.access_log,
-        routes=[r for router in routers for r in router.routes],
-    )
-    FastAPIInstrumentor.instrument_app(
-        app,
-        tracer_provider=tracer_provider,
-        excluded_urls="/docs,/openapi.json",
-        exclude_spans=["receive", "send"],
-    )
+        app.add_middleware(GatewayMiddleware, observe=observe)
+    else:
+        app.add_middleware(GatewayMiddleware, observe=observe, guards=guards)
+    if recording:
+        FastAPIInstrumentor.instrument_app(
+            app,
+            tracer_provider=tracer_provider,
+            excluded_urls="/docs,/openapi.json",
+            exclude_spans=["receive", "send"],
+        )
     app.openapi = lambda: _openapi(app, tokens is not None)  # type: ignore[method-assign]
     return app
 

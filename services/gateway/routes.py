@@ -22,6 +22,7 @@ from mailmesh.send.v1 import send_pb2
 from mailmesh.subscription.v1 import subscription_pb2 as sub_pb2
 from services.gateway.convert import health_json, parse_hash, record_json
 from services.gateway.errors import ApiError, UpstreamError, from_upstream
+from services.gateway.jsonroute import JsonBodyRoute
 from services.gateway.responses import Json, errors
 from services.gateway.schemas import (
     CancelBody,
@@ -60,7 +61,9 @@ def _not_evaluated() -> ApiError:
 
 def api_router(state: GatewayState) -> APIRouter:
     """The Send, Subscribe, Message Storage and Health endpoints over ``state``'s upstream services."""
-    router = APIRouter()
+    # JsonBodyRoute: the POST bodies (send, cancel, subscribe, unsubscribe) are parsed by their models'
+    # model_validate_json when valid; everything else is FastAPI's handling as usual.
+    router = APIRouter(route_class=JsonBodyRoute)
     up = state.upstream
 
     async def call(work: Any, *, not_found: str | None = None) -> Any:

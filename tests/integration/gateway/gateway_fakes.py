@@ -45,12 +45,15 @@ class Failures:
     )
     tokens: list[str | None] = field(default_factory=list)
     """The bearer token of every call, in order (None: the call carried none)."""
+    traceparents: list[str | None] = field(default_factory=list)
+    """The W3C ``traceparent`` of every call, in order (None: the call carried none)."""
 
     def fail(self, method: str, code: grpc.StatusCode, details: str = "", **trailers: str) -> None:
         self.pending.setdefault(method, []).append((code, details, tuple(trailers.items())))
 
     async def check(self, method: str, context: Any) -> None:
         self.tokens.append(bearer_token(context.invocation_metadata()))
+        self.traceparents.append(dict(context.invocation_metadata() or ()).get("traceparent"))
         queue = self.pending.get(method)
         if queue:
             code, details, trailers = queue.pop(0)
