@@ -2,12 +2,14 @@
 
 Run as ``python -m tests.unit.meshcore.sigterm_app`` with ``SIGAPP_*`` variables. Prints
 ``READY <port> <pid>`` once serving, ``BLOCKED`` when a ``Block`` call is in flight, and
-``HOOK RAN`` from its after-drain shutdown hook.
+``HOOK RAN`` from its after-drain shutdown hook, then (``SIGAPP_REPORT_HEAP``) ``HEAP <frozen objects>
+<young threshold>``: what ``serve_forever`` left the collector at.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 from dataclasses import dataclass
 
@@ -23,6 +25,9 @@ class AppConfig(FromEnv):
 
     runtime: RuntimeConfig = runtime_settings("SIGAPP", service_name="sigapp", grpc_port=0, metrics_port=-1)
     crash: bool = setting("SIGAPP_CRASH", parse_bool(), default="false", doc="Raise instead of serving.")
+    report_heap: bool = setting(
+        "SIGAPP_REPORT_HEAP", parse_bool(), default="false", doc="Print the heap state after the drain."
+    )
 
 
 async def main() -> None:
@@ -42,6 +47,8 @@ async def main() -> None:
 
     async def hook() -> None:
         print("HOOK RAN", flush=True)
+        if cfg.report_heap:
+            print(f"HEAP {gc.get_freeze_count()} {gc.get_threshold()[0]}", flush=True)
 
     mesh.add_shutdown_hook(hook, after_drain=True)
     await mesh.start()

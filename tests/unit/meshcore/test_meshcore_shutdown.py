@@ -121,7 +121,7 @@ async def test_serve_forever_returns_after_request_shutdown(registry: CollectorR
         ran.append("hook")
 
     mesh.add_shutdown_hook(hook)
-    serving = asyncio.ensure_future(mesh.serve_forever())
+    serving = asyncio.ensure_future(mesh.serve_forever(settle=False))  # this process is pytest's
     async with grpc.aio.insecure_channel(f"127.0.0.1:{mesh.port}") as channel:
         # wait_for_ready: the call waits for serve_forever to have started the server.
         assert await unary(channel, "Echo")(b"up", timeout=10, wait_for_ready=True) == b"up"
@@ -177,7 +177,7 @@ async def _finish(proc: ServiceProcess) -> list[str]:
 
 
 async def test_sigterm_drains_and_exits_zero() -> None:
-    proc = _spawn(MAILMESH_LOG_FORMAT="json")
+    proc = _spawn(MAILMESH_LOG_FORMAT="json", SIGAPP_REPORT_HEAP="true")
     try:
         port = int((await _read_until(proc, lambda line: line.startswith("READY "))).split()[1])
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -187,6 +187,9 @@ async def test_sigterm_drains_and_exits_zero() -> None:
         lines = await _finish(proc)
     assert proc.returncode == 0, lines
     assert "HOOK RAN" in lines
+    # serve_forever froze the start-up heap (meshcore.heap); young collections as often as CPython's default.
+    [heap] = [line.split() for line in lines if line.startswith("HEAP ")]
+    assert int(heap[1]) > 10_000 and int(heap[2]) == 700
     logs = [json.loads(line) for line in lines if line.startswith("{")]
     assert {"SIGTERM received", "stopped"} <= {entry["msg"] for entry in logs}
     assert all(entry["service"] == "sigapp" for entry in logs)
