@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import Result, config
-from bench.support import LOGS, WORK, CpuMeter, env_int, summarize_ms
+from bench.support import LOGS, WORK, CpuMeter, client_collector_off, env_int, summarize_ms
 from devp2p.config import ServerConfig, SessionConfig
 from meshharness import FreePorts, ServiceProcess, ServiceSpec, plan, start_mesh
 from meshharness import Mesh as ProcessMesh
@@ -137,7 +137,8 @@ async def load(port: int, clients: int, seconds: float) -> tuple[int, list[float
         finally:
             conn.close()
 
-    await asyncio.gather(*(one() for _ in range(clients)))
+    with client_collector_off():
+        await asyncio.gather(*(one() for _ in range(clients)))
     return len(latencies), latencies, statuses
 
 

@@ -10,7 +10,6 @@ process's loop changes: code importing the gateway (tests) keeps the loop it run
 from __future__ import annotations
 
 import asyncio
-import gc
 
 import uvloop
 
@@ -25,11 +24,9 @@ async def main() -> None:
     provider = setup_observability(cfg.runtime)
     deps = connect(cfg)
     mesh, _ = build(cfg, deps)
-    # What start-up built (modules, the app with its routes and models, the channels) lives as long as the
-    # process: out of the collector's generations, the full collections a busy gateway triggers scan only
-    # what requests allocate (docs/benchmarks.md "Gateway CPU per POST /send": p99 59–148 → 27–94 ms).
-    gc.collect()
-    gc.freeze()
+    # serve_forever settles the heap (meshcore.heap: what start-up built — the app with its routes and models,
+    # the channels — is frozen out of the collector's generations; docs/benchmarks.md "Gateway CPU per POST
+    # /send": p99 59–148 → 27–94 ms).
     await mesh.serve_forever()
     provider.shutdown()
 
