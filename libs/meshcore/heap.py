@@ -16,9 +16,10 @@ younger collection while in flight are promoted steadily.
 are freed rather than frozen. A full collection then walks only what was made since.
 
 The young generation's threshold stays CPython's (700). A rarer young collection (10,000 was tried) saved a
-few microseconds per Send, but work that waits for the collector to free an abandoned object then waits
-longer: the edge peer's client span of a history ``Query`` stream is ended when its abandoned call is
-collected, and in a quiet edge peer that took past the e2e observability test's 120 s.
+few microseconds per Send, but anything that waits for the collector to free an abandoned object waits
+longer. It showed one such thing: the edge peer's client span of a history ``Query`` stream ended only when
+the abandoned call was collected, past the e2e observability test's 120 s in a quiet edge peer (since fixed:
+the client reads each stream to its end, ``services/edge_peer/clients.py``).
 """
 
 from __future__ import annotations

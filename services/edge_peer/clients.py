@@ -161,8 +161,13 @@ class HistoryClient:
     async def query(self, query: MailserverQuery) -> AsyncIterator[HistoryBatch | HistoryComplete]:
         """Batches, then the completion (mailserver_bridge.HistoryQueryPort)."""
         call = self._stub.Query(to_history_request(query), timeout=remaining_timeout(self._timeout_s))
+        completion: HistoryComplete | None = None
         try:
+            # Read to the stream's end (the completion is its last message): a call left suspended after the
+            # completion ends only when the collector frees it, and with it the client span of its trace.
             async for response in call:
+                if completion is not None:
+                    raise Internal("history-query sent a message after its completion")
                 kind = response.WhichOneof("kind")
                 if kind == "batch":
                     batch = response.batch
@@ -173,10 +178,11 @@ class HistoryClient:
                     yield HistoryBatch(envelopes)
                 elif kind == "complete":
                     done = response.complete
-                    yield HistoryComplete(done.next_cursor, done.last_envelope_hash)
-                    return
+                    completion = HistoryComplete(done.next_cursor, done.last_envelope_hash)
                 else:
                     raise Internal("history-query sent an empty response message")
+            if completion is not None:
+                yield completion
         except grpc.aio.AioRpcError as err:
             raise translate_rpc_error(err) from err
         finally:
