@@ -2,7 +2,7 @@
 
 - :mod:`~dbkit.errors` — ``DbError`` and its subclasses, the only errors this package raises;
 - :mod:`dbkit.sqlite` — sqlite3 ⇄ asyncio (one writer thread, pooled readers, bounded write queue), WAL and
-  pragmas, versioned migrations;
+  pragmas, WAL checkpoints off the commit path (optional), versioned migrations;
 - :mod:`dbkit.cassandra` — cluster building, cassandra-driver ⇄ asyncio with bounded in-flight requests,
   the names the configurations accept and the connection settings both stores embed.
 

@@ -14,6 +14,10 @@ Every ``sqlite3.Error`` leaving a job is translated with :func:`dbkit.sqlite.con
 any other exception a job raises (a store's own errors) passes through unchanged. ``name`` says whose
 bridge it is (``archive``, ``msgstore``): it names the threads (``<name>-sqlite-writer``,
 ``<name>-sqlite-reader``) and the "not open" errors.
+
+With ``checkpoint_every_s``, WAL checkpoints run on a thread and connection of their own
+(:class:`dbkit.sqlite.checkpointer.WalCheckpointer`) instead of inside the commit that fills the log, and the
+writer keeps its automatic checkpoint only as a backstop.
 """
 
 from __future__ import annotations
@@ -27,7 +31,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 from dbkit.errors import DbUnavailable
-from dbkit.sqlite.connection import configure_reader, configure_writer, translate_error
+from dbkit.sqlite.checkpointer import BACKSTOP_PAGES, WalCheckpointer
+from dbkit.sqlite.connection import (
+    WAL_AUTOCHECKPOINT_PAGES,
+    configure_reader,
+    configure_writer,
+    translate_error,
+)
 
 __all__ = ["SqliteBridge"]
 
@@ -48,6 +58,7 @@ class SqliteBridge:
         busy_timeout_ms: int,
         page_size: int | None,
         cache_mib: int = 256,
+        checkpoint_every_s: float = 0.0,
     ) -> None:
         if read_connections < 1 or max_pending_writes < 1:
             raise ValueError("read_connections and max_pending_writes must be at least 1")
@@ -58,6 +69,9 @@ class SqliteBridge:
         self._busy_timeout_ms = busy_timeout_ms
         self._page_size = page_size
         self._cache_mib = cache_mib
+        self._checkpoint_every_s = checkpoint_every_s
+        self.checkpointer: WalCheckpointer | None = None
+        """The background checkpointer while open, when ``checkpoint_every_s`` asked for one."""
         self._writer_pool: ThreadPoolExecutor | None = None
         self._reader_pool: ThreadPoolExecutor | None = None
         self._writer: sqlite3.Connection | None = None
@@ -98,6 +112,14 @@ class SqliteBridge:
             for _ in range(self._read_connections):
                 conn = await self._in_thread(self._reader_pool, self._open_reader, "open reader")
                 self._readers.put_nowait(conn)
+            if self._checkpoint_every_s > 0:
+                self.checkpointer = WalCheckpointer(
+                    self._path,
+                    name=self.name,
+                    interval_s=self._checkpoint_every_s,
+                    busy_timeout_ms=self._busy_timeout_ms,
+                )
+                await self.checkpointer.start()
         except BaseException:
             await self._teardown()
             raise
@@ -113,6 +135,9 @@ class SqliteBridge:
                     busy_timeout_ms=self._busy_timeout_ms,
                     page_size=self._page_size,
                     cache_mib=self._cache_mib,
+                    autocheckpoint_pages=(
+                        BACKSTOP_PAGES if self._checkpoint_every_s > 0 else WAL_AUTOCHECKPOINT_PAGES
+                    ),
                 )
                 result = setup(conn)
             except BaseException:
@@ -200,6 +225,9 @@ class SqliteBridge:
     async def _teardown(
         self, final: Job[None] | None = None, readers: list[sqlite3.Connection] | None = None
     ) -> None:
+        checkpointer, self.checkpointer = self.checkpointer, None
+        if checkpointer is not None:
+            await checkpointer.stop()  # before the writer's final job, which may checkpoint itself
         writer, self._writer = self._writer, None
         readers = list(readers or ())
         while self._readers is not None and not self._readers.empty():

@@ -72,7 +72,12 @@ WAL_AUTOCHECKPOINT_PAGES = 4000
 
 
 def configure_writer(
-    conn: sqlite3.Connection, *, busy_timeout_ms: int, page_size: int | None, cache_mib: int = 256
+    conn: sqlite3.Connection,
+    *,
+    busy_timeout_ms: int,
+    page_size: int | None,
+    cache_mib: int = 256,
+    autocheckpoint_pages: int = WAL_AUTOCHECKPOINT_PAGES,
 ) -> None:
     """Set up the single writer connection: page size (new files only), WAL, ``synchronous=FULL``, cache.
 
@@ -88,7 +93,7 @@ def configure_writer(
     conn.execute("PRAGMA synchronous = FULL")
     conn.execute("PRAGMA foreign_keys = OFF")
     conn.execute(f"PRAGMA cache_size = {-1024 * int(cache_mib)}")  # negative: KiB, not pages
-    conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
+    conn.execute(f"PRAGMA wal_autocheckpoint = {int(autocheckpoint_pages)}")
 
 
 def configure_reader(conn: sqlite3.Connection, *, busy_timeout_ms: int) -> None:
