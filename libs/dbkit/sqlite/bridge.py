@@ -59,6 +59,7 @@ class SqliteBridge:
         page_size: int | None,
         cache_mib: int = 256,
         checkpoint_every_s: float = 0.0,
+        checkpoint_backstop_pages: int = BACKSTOP_PAGES,
     ) -> None:
         if read_connections < 1 or max_pending_writes < 1:
             raise ValueError("read_connections and max_pending_writes must be at least 1")
@@ -70,6 +71,7 @@ class SqliteBridge:
         self._page_size = page_size
         self._cache_mib = cache_mib
         self._checkpoint_every_s = checkpoint_every_s
+        self._checkpoint_backstop_pages = checkpoint_backstop_pages
         self.checkpointer: WalCheckpointer | None = None
         """The background checkpointer while open, when ``checkpoint_every_s`` asked for one."""
         self._writer_pool: ThreadPoolExecutor | None = None
@@ -136,7 +138,9 @@ class SqliteBridge:
                     page_size=self._page_size,
                     cache_mib=self._cache_mib,
                     autocheckpoint_pages=(
-                        BACKSTOP_PAGES if self._checkpoint_every_s > 0 else WAL_AUTOCHECKPOINT_PAGES
+                        self._checkpoint_backstop_pages
+                        if self._checkpoint_every_s > 0
+                        else WAL_AUTOCHECKPOINT_PAGES
                     ),
                 )
                 result = setup(conn)

@@ -15,9 +15,10 @@ from dbkit.sqlite.migrations import Migration, in_transaction, migrate
 
 STEPS = (Migration(1, "items", ("CREATE TABLE items (k INTEGER PRIMARY KEY, v TEXT NOT NULL)",)),)
 PAGE = 4096
+BACKSTOP = 2000
 
 
-def _bridge(path: Path, checkpoint_every_s: float = 0.0) -> SqliteBridge:
+def _bridge(path: Path, checkpoint_every_s: float = 0.0, backstop: int = BACKSTOP_PAGES) -> SqliteBridge:
     return SqliteBridge(
         path,
         name="ckpt",
@@ -26,6 +27,7 @@ def _bridge(path: Path, checkpoint_every_s: float = 0.0) -> SqliteBridge:
         busy_timeout_ms=1000,
         page_size=PAGE,
         checkpoint_every_s=checkpoint_every_s,
+        checkpoint_backstop_pages=backstop,
     )
 
 
@@ -77,17 +79,17 @@ async def test_the_checkpointer_copies_the_log_on_its_own_thread(tmp_path: Path)
 
 async def test_under_writes_without_a_pause_the_log_stays_under_the_backstop(tmp_path: Path) -> None:
     # Each insert is one transaction of a 3,000-byte row: about three 4 KiB frames. 3,000 back to back make
-    # ~9,000 frames, past the writer's backstop; back to back, a write nearly always finds frames the last
+    # ~9,000 frames, past a backstop of 2,000; back to back, a write nearly always finds frames the last
     # background checkpoint did not copy, so it is the backstop that rewinds the log (whose file keeps its
     # largest size): it never holds more.
     path = tmp_path / "busy.db"
-    bridge = _bridge(path, checkpoint_every_s=0.005)
+    bridge = _bridge(path, checkpoint_every_s=0.005, backstop=BACKSTOP)
     await bridge.open(lambda conn: migrate(conn, STEPS, now=0))
     try:
         for k in range(3000):
             await _insert(bridge, k)
         frames = (os.path.getsize(f"{path}-wal") - 32) // (PAGE + 24)  # WAL header, then (header + page)s
-        assert frames <= BACKSTOP_PAGES + 10, frames  # ~9,000 written: rewound (a pause may rewind it sooner)
+        assert frames <= BACKSTOP + 10, frames  # ~9,000 written: rewound (a pause may rewind it sooner)
         checkpointer = bridge.checkpointer
         assert checkpointer is not None and checkpointer.runs > 0
         count = await bridge.read(lambda c: c.execute("SELECT count(*) FROM items").fetchone()[0], "count")
