@@ -253,3 +253,15 @@ def relay_client(sink: MemorySink | None = None) -> WakuClient:
 def request_client() -> WakuClient:
     """A requester (no relay traffic)."""
     return WakuClient(server_config=CLIENT_SERVER)
+
+
+def history_query() -> MailserverQuery:
+    """A small status-go-dialect mailserver query (what HistoryClient.query takes)."""
+    return MailserverQuery(
+        request=HistoryRequest(lower=1, upper=2, topics=(b"\x01\x02\x03\x04",), limit=10),
+        dialect=Dialect.STATUS_PLAIN,
+        request_id=b"\x01" * 32,
+        requester_id=b"\x02" * 32,
+        max_batch_bytes=1 << 20,
+        max_batch_envelopes=1000,
+    )

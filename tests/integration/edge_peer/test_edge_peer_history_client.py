@@ -8,7 +8,6 @@ collector did not run (over 120 s in a quiet edge peer).
 
 from __future__ import annotations
 
-import gc
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,9 +21,9 @@ from opentelemetry.trace import SpanKind
 from mailmesh.history.v1 import history_pb2, history_pb2_grpc
 from meshcore.errors import Internal
 from services.edge_peer.clients import HistoryClient
-from tests.integration.edge_peer.edge_peer_support import start_fake
-from wakucodec.historyrequest import Dialect, HistoryRequest
-from wakunode.ports import HistoryBatch, HistoryComplete, MailserverQuery
+from tests.integration.edge_peer.edge_peer_support import history_query, start_fake
+from tests.leak_support import cycle_collector_off
+from wakunode.ports import HistoryBatch, HistoryComplete
 
 CURSOR = b"\x42" * 36
 ENVELOPE = b"\xc1\x80"  # any bytes: the client only splits the batch by the sizes given
@@ -52,17 +51,6 @@ class History(history_pb2_grpc.HistoryQueryServiceServicer):
         yield history_pb2.WatchServedResponse()
 
 
-def _query() -> MailserverQuery:
-    return MailserverQuery(
-        request=HistoryRequest(lower=1, upper=2, topics=(b"\x01\x02\x03\x04",), limit=10),
-        dialect=Dialect.STATUS_PLAIN,
-        request_id=b"\x01" * 32,
-        requester_id=b"\x02" * 32,
-        max_batch_bytes=1 << 20,
-        max_batch_envelopes=1000,
-    )
-
-
 async def _client(servicer: History) -> tuple[HistoryClient, Any, InMemorySpanExporter]:
     server, address = await start_fake(servicer, history_pb2_grpc.add_HistoryQueryServiceServicer_to_server)
     exporter = InMemorySpanExporter()
@@ -74,17 +62,16 @@ async def _client(servicer: History) -> tuple[HistoryClient, Any, InMemorySpanEx
 
 async def test_the_client_span_has_ended_when_the_completion_arrives() -> None:
     client, server, exporter = await _client(History())
-    gc.disable()  # what ends the span must not be the collector
     try:
         items = []
-        async for item in client.query(_query()):
-            items.append(item)
-            if isinstance(item, HistoryComplete):
-                clients = [s for s in exporter.get_finished_spans() if s.kind is SpanKind.CLIENT]
-                assert [s.name for s in clients] == ["/mailmesh.history.v1.HistoryQueryService/Query"]
+        with cycle_collector_off():  # what ends the span must not be the collector
+            async for item in client.query(history_query()):
+                items.append(item)
+                if isinstance(item, HistoryComplete):
+                    clients = [s for s in exporter.get_finished_spans() if s.kind is SpanKind.CLIENT]
+                    assert [s.name for s in clients] == ["/mailmesh.history.v1.HistoryQueryService/Query"]
         assert items == [HistoryBatch([ENVELOPE]), HistoryComplete(CURSOR, b"")]
     finally:
-        gc.enable()
         await client.close()
         await server.stop(0)
 
@@ -93,7 +80,7 @@ async def test_a_message_after_the_completion_is_an_error() -> None:
     client, server, _ = await _client(History(trailing=True))
     try:
         with pytest.raises(Internal, match="after its completion"):
-            [item async for item in client.query(_query())]
+            [item async for item in client.query(history_query())]
     finally:
         await client.close()
         await server.stop(0)

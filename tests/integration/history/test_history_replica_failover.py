@@ -21,10 +21,9 @@ from mailmesh.history.v1 import history_pb2, history_pb2_grpc
 from services.edge_peer.clients import HistoryClient
 from services.send.clients import HistoryLookup
 from services.subscription.clients import Channels, LookupClient
-from tests.integration.edge_peer.edge_peer_support import start_fake
+from tests.integration.edge_peer.edge_peer_support import history_query, start_fake
 from tests.unit.send.send_fixtures import entry
-from wakucodec.historyrequest import Dialect, HistoryRequest
-from wakunode.ports import HistoryComplete, MailserverQuery
+from wakunode.ports import HistoryComplete
 
 STORED = b"\x07" * 32
 CURSOR = b"\x42" * 36
@@ -70,23 +69,12 @@ async def replicas() -> AsyncIterator[tuple[Replica, str]]:
             await server.stop(0)
 
 
-def _query() -> MailserverQuery:
-    return MailserverQuery(
-        request=HistoryRequest(lower=1, upper=2, topics=(b"\x01\x02\x03\x04",), limit=10),
-        dialect=Dialect.STATUS_PLAIN,
-        request_id=b"\x01" * 32,
-        requester_id=b"\x02" * 32,
-        max_batch_bytes=1 << 20,
-        max_batch_envelopes=1000,
-    )
-
-
 async def test_the_edge_peers_queries_go_to_the_replica_that_answers(replicas: tuple[Replica, str]) -> None:
     refusing, target = replicas
     client = HistoryClient.connect(target, timeout_s=30, max_message_bytes=1 << 20)
     try:
         while refusing.calls.count("Query") < 3:  # round-robin has given the refusing replica turns
-            answers = [item async for item in client.query(_query())]
+            answers = [item async for item in client.query(history_query())]
             assert answers == [HistoryComplete(CURSOR, b"")]
     finally:
         await client.close()
