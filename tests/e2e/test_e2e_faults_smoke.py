@@ -31,7 +31,10 @@ async def test_three_hops_under_faults_fail_by_deadline_never_hang_and_lose_noth
     by: dict[tuple[str, str], dict[str, Any]] = {(r["hop"], r["fault"]): r for r in report["cases"]}
 
     writes = by[("ingest→archive", "blackhole")]
-    assert writes["ended"].get("DeadlineExceeded", 0) > 0  # the deadline fired, not the fault clearing
+    # Calls ended while the hop was silent — by their 1 s deadline, or, for a call that started late in the
+    # black hole (a loaded machine delays the writes), by keepalive dropping the silent connection (1 s + 2 s)
+    # first: either way the client ended them, not the fault clearing (bench/faults_cases.py FAULT_CODES).
+    assert sum(writes["ended"].get(code, 0) for code in ("DeadlineExceeded", "Unavailable")) > 0
     assert writes["attempts_on_wire"] <= 3 * (writes["calls"] + writes["in_flight_at_fault"])
     assert writes["acknowledged"] > 0 and writes["lost"] == 0
 
