@@ -36,6 +36,7 @@ import grpc.aio
 
 from archivestore.types import StoredEnvelope
 from bench.harness import percentile
+from meshcore.heap import collector_off
 from meshharness import CATALOG, FreePorts, ServiceProcess, ServiceSpec, plan, start_async
 from wakucodec.constants import STATUS_MIN_POW
 from wakucodec.envelope import make_envelope
@@ -74,16 +75,8 @@ def client_collector_off() -> Iterator[None]:
     measured) would land in the latencies it measures and be charged to the service. A timed window of
     seconds makes little cyclic garbage (what it drops is freed by reference counting), so nothing grows.
     """
-    import gc
-
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_off(collect_after=True):
         yield
-    finally:
-        if was_enabled:
-            gc.enable()
-        gc.collect()
 
 
 def summarize_ms(samples_s: Sequence[float]) -> dict[str, float]:

@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
-from collections.abc import Iterator
+from meshcore.heap import collector_off
 
+#: ``with cycle_collector_off():`` only reference counting frees objects meanwhile, so whatever a reference
+#: cycle holds stays alive (meshcore.heap.collector_off).
+cycle_collector_off = collector_off
 
-@contextlib.contextmanager
-def cycle_collector_off() -> Iterator[None]:
-    """Only reference counting frees objects meanwhile: whatever a reference cycle holds stays alive."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+__all__ = ["cycle_collector_off"]

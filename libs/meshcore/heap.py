@@ -24,9 +24,11 @@ the client reads each stream to its end, ``services/edge_peer/clients.py``).
 
 from __future__ import annotations
 
+import contextlib
 import gc
+from collections.abc import Iterator
 
-__all__ = ["settle_heap"]
+__all__ = ["collector_off", "settle_heap"]
 
 
 def settle_heap() -> None:
@@ -37,3 +39,18 @@ def settle_heap() -> None:
     """
     gc.collect()
     gc.freeze()
+
+
+@contextlib.contextmanager
+def collector_off(*, collect_after: bool = False) -> Iterator[None]:
+    """No cyclic collection while the block runs (reference counting still frees what it can); the
+    collector's previous state after it, and one collection when ``collect_after``."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+        if collect_after:
+            gc.collect()

@@ -22,7 +22,7 @@ from services.send.ports import EngineSettings, PublishOutcome
 from services.send.schedule import RetryPolicy
 from services.send.sealing import Sealer, envelope_fields
 from services.send.validation import SendInput, prepare
-from tests.unit.send.send_fixtures import RULES, T0, TOPIC
+from tests.unit.send.send_fixtures import RULES, T0, TOPIC, NeverStored
 from wakucodec.envelope import make_envelope
 
 
@@ -50,11 +50,6 @@ class Script:
 
     async def pow_target(self) -> float:
         return 0.0
-
-
-class NeverStored:
-    async def holds(self, entry: OutboxEntry) -> bool:
-        return False
 
 
 @pytest.fixture

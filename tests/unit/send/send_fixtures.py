@@ -51,3 +51,10 @@ def entry(
         sending=True,
         updated_at=scheduled_at,
     )
+
+
+class NeverStored:
+    """A store checker (services.send.ports.StoreChecker) whose store never holds the envelope."""
+
+    async def holds(self, entry: OutboxEntry) -> bool:
+        return False

@@ -18,7 +18,7 @@ from meshcore.tracing import traceparent
 from msgstore.config import StoreConfig
 from msgstore.factory import open_store
 from msgstore.protocol import MsgStore
-from msgstore.types import Message, OutboxEntry, SendState
+from msgstore.types import Message, SendState
 from services.send.engine import SendEngine
 from services.send.metrics import SendMetrics
 from services.send.ownership import ShardOwnership
@@ -26,7 +26,7 @@ from services.send.ports import EngineSettings, PublishOutcome
 from services.send.schedule import RetryPolicy
 from services.send.sealing import Sealer
 from services.send.validation import SendInput, prepare
-from tests.unit.send.send_fixtures import RULES, T0, TOPIC
+from tests.unit.send.send_fixtures import RULES, T0, TOPIC, NeverStored
 
 
 class Script:
@@ -43,11 +43,6 @@ class Script:
 
     async def pow_target(self) -> float:
         return 0.0
-
-
-class NeverStored:
-    async def holds(self, entry: OutboxEntry) -> bool:
-        return False
 
 
 @pytest.fixture
