@@ -68,7 +68,7 @@ def _client(scope: Scope) -> str:
 
 
 def _is_open(path: str) -> bool:
-    return path == "/openapi.json" or path == "/docs" or path.startswith("/docs/")
+    return path in OPEN_PATHS or path.startswith("/docs/")  # /docs/...: the docs page's assets
 
 
 class _HeaderGetter(Getter[dict[bytes, bytes]]):

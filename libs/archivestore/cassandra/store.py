@@ -50,6 +50,7 @@ from archivestore.types import (
     Stats,
     StoredEnvelope,
 )
+from dbkit.cassandra.bridge import replica_set
 from dbkit.cassandra.cluster import ConnectOptions, build_cluster, translate
 from dbkit.cassandra.credentials import Credentials
 from wakucodec.constants import BLOOM_SIZE, TOPIC_LENGTH
@@ -319,8 +320,7 @@ class CassandraStore:
     def _replicas_of(self, stmt: Any) -> tuple[str, ...]:
         """The replica set owning a bound statement's partition (from the driver's token map)."""
         assert self._cluster is not None
-        hosts = self._cluster.metadata.get_replicas(self.keyspace, stmt.routing_key)
-        return tuple(sorted(str(h.endpoint) for h in hosts))
+        return replica_set(self._cluster.metadata, self.keyspace, stmt)
 
     # ------------------------------------------------------------------ point reads
     async def get(

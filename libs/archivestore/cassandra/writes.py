@@ -26,7 +26,7 @@ from archivestore.cassandra.statements import Prepared
 from archivestore.retention import RetentionPolicy
 from archivestore.types import PutItem, PutOutcome
 from archivestore.visibility import FOREVER
-from dbkit.cassandra.bridge import unlogged_batch
+from dbkit.cassandra.bridge import group_by_replicas, unlogged_batch
 
 KIND_ENVELOPE = "envelope"
 KIND_MESSAGE = "message"
@@ -155,24 +155,6 @@ def plan_put(
     plan.data = [*time_rows.statements(), *topic_rows.statements(), *catalogue.statements()]
     plan.keys = group_by_replicas(plan.keys, key_batch, replicas_of)
     return plan
-
-
-def group_by_replicas(
-    stmts: list[Statement], per_batch: int, replicas_of: Callable[[Statement], Hashable] | None
-) -> list[Statement]:
-    """Key rows (one partition each) packed into UNLOGGED batches of at most ``per_batch`` partitions that
-    share a replica set, so the token-aware coordinator is a replica of every row (no fan-out).
-
-    ``per_batch`` 10 is Cassandra's ``unlogged_batch_across_partitions_warn_threshold``; 1 sends singles.
-    """
-    if per_batch <= 1 or replicas_of is None:
-        return stmts
-    groups: dict[Hashable, list[Statement]] = {}
-    for stmt in stmts:
-        groups.setdefault(replicas_of(stmt), []).append(stmt)
-    return [
-        unlogged_batch(g[i : i + per_batch]) for g in groups.values() for i in range(0, len(g), per_batch)
-    ]
 
 
 def label_duplicates(plan: PutPlan, items: Sequence[PutItem], stored: set[bytes]) -> list[PutOutcome]:

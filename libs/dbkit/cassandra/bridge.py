@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import threading
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,7 @@ from cassandra.query import BatchStatement, BatchType, PreparedStatement, Statem
 
 from dbkit.cassandra.cluster import translate
 
-__all__ = ["Bridge", "Dispatcher", "Page", "unlogged_batch"]
+__all__ = ["Bridge", "Dispatcher", "Page", "group_by_replicas", "replica_set", "unlogged_batch"]
 
 
 @dataclass(slots=True)
@@ -224,7 +224,7 @@ def _resolve(fut: asyncio.Future[None], exc: BaseException | None) -> None:
 
 def unlogged_batch(statements: Sequence[Statement]) -> Statement:
     """One statement, or an UNLOGGED batch of them (idempotent): meant for rows of one partition, or
-    single-row partitions that share their replica set (the archive's ``writes.group_by_replicas``)."""
+    single-row partitions that share their replica set (:func:`group_by_replicas`)."""
     if len(statements) == 1:
         return statements[0]
     batch = BatchStatement(batch_type=BatchType.UNLOGGED)
@@ -232,3 +232,30 @@ def unlogged_batch(statements: Sequence[Statement]) -> Statement:
         batch.add(stmt)
     batch.is_idempotent = True
     return batch
+
+
+def replica_set(metadata: Any, keyspace: str, stmt: Statement) -> tuple[str, ...]:
+    """The replica set owning a bound statement's partition, from the driver's token map
+    (``cluster.metadata``)."""
+    hosts = metadata.get_replicas(keyspace, stmt.routing_key)
+    return tuple(sorted(str(h.endpoint) for h in hosts))
+
+
+def group_by_replicas(
+    stmts: Sequence[Statement], per_batch: int, replicas_of: Callable[[Statement], Hashable] | None
+) -> list[Statement]:
+    """Single-row writes of distinct partitions packed into UNLOGGED batches of at most ``per_batch``
+    partitions that share a replica set, so the token-aware coordinator is a replica of every row (no
+    fan-out); idempotent upserts only, as an unlogged batch is not atomic.
+
+    ``per_batch`` 10 is Cassandra's ``unlogged_batch_across_partitions_warn_threshold``; 1 (or no
+    ``replicas_of``) sends them one by one.
+    """
+    if per_batch <= 1 or replicas_of is None:
+        return list(stmts)
+    groups: dict[Hashable, list[Statement]] = {}
+    for stmt in stmts:
+        groups.setdefault(replicas_of(stmt), []).append(stmt)
+    return [
+        unlogged_batch(g[i : i + per_batch]) for g in groups.values() for i in range(0, len(g), per_batch)
+    ]

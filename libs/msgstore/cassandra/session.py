@@ -13,9 +13,9 @@ from typing import Any
 
 from cassandra import ConsistencyLevel
 from cassandra.cluster import Session
-from cassandra.query import BatchStatement, BatchType, PreparedStatement, Statement
+from cassandra.query import BatchStatement, BatchType, PreparedStatement
 
-from dbkit.cassandra.bridge import Bridge, unlogged_batch
+from dbkit.cassandra.bridge import Bridge, group_by_replicas, replica_set
 from dbkit.errors import DbError, DbUnavailable
 from msgstore.errors import MsgStoreError, StoreUnavailable
 
@@ -91,21 +91,14 @@ class Cql:
         """Run single-row writes of distinct partitions concurrently, packed into UNLOGGED batches of at most
         :data:`PER_BATCH` rows whose partitions share a replica set (the token-aware coordinator then owns
         every row: no fan-out); idempotent upserts only, as an unlogged batch is not atomic."""
-        groups: dict[tuple[str, ...], list[Statement]] = {}
-        for cql, params in statements:
-            bound = (await self.prepare(cql)).bind(params)
-            groups.setdefault(self._replicas(bound), []).append(bound)
-        batches = [
-            unlogged_batch(g[i : i + PER_BATCH]) for g in groups.values() for i in range(0, len(g), PER_BATCH)
-        ]
+        bound = [(await self.prepare(cql)).bind(params) for cql, params in statements]
+        batches = group_by_replicas(
+            bound, PER_BATCH, lambda stmt: replica_set(self.session.cluster.metadata, self.keyspace, stmt)
+        )
         try:
             await self.bridge.execute_all(batches, what=what)
         except DbError as err:
             raise translate(err, what) from err
-
-    def _replicas(self, stmt: Statement) -> tuple[str, ...]:
-        hosts = self.session.cluster.metadata.get_replicas(self.keyspace, stmt.routing_key)
-        return tuple(sorted(str(h.endpoint) for h in hosts))
 
     async def logged_many(self, batches: Sequence[Sequence[tuple[str, Params]]], what: str) -> None:
         """Several LOGGED batches at once (within the bridge's in-flight bound), each atomic on its own;
